@@ -1,0 +1,198 @@
+/**
+ * The queue's operations over Redis, shared by the API (which only enqueues)
+ * and the consumer (which fetches, acknowledges, heartbeats and recovers).
+ *
+ * Delivery contract (enforced here and in `scripts.ts`):
+ * - An item is in exactly one place at any moment: the main list, the retry
+ *   list, one consumer's processing list, or the dead letters. Every move
+ *   between them is one atomic script.
+ * - A consumer acknowledges a batch only after PostgreSQL committed it, so a
+ *   crash at any point leaves the batch in its processing list; once its
+ *   heartbeat expires another consumer moves it to the retry list. Delivery is
+ *   therefore at least once, and the `ON CONFLICT (id) DO NOTHING` insert makes
+ *   the stored effect exactly once.
+ * - A consumer whose heartbeat expired is "fenced": the scripts refuse it new
+ *   work and ignore its acknowledgements, so it cannot trim items that were
+ *   already handed to someone else. It re-registers under a new id.
+ *
+ * @module
+ */
+
+import type { Redis } from "ioredis";
+import type { QueueKeys } from "./keys.ts";
+import { defineQueueScripts } from "./scripts.ts";
+
+/** Raised by {@link RedisQueue.enqueue} when the queue is at its bound. */
+export class QueueFullError extends Error {
+  constructor(maxLength: number) {
+    super(`Cannot enqueue: the queue holds its maximum of ${maxLength} items`);
+    this.name = "QueueFullError";
+  }
+}
+
+/** Items a consumer took, oldest first. */
+export interface Batch {
+  readonly items: readonly string[];
+  /** True for an item recovered from a crashed consumer (always a batch of one). */
+  readonly fromRetry: boolean;
+}
+
+/** One entry of the dead-letter list, JSON-encoded. */
+export interface DeadLetter {
+  /** The item exactly as it was queued. */
+  readonly payload: string;
+  /** Why it can never be stored. */
+  readonly reason: string;
+  /** PostgreSQL's SQLSTATE when the database refused the row. */
+  readonly sqlstate?: string;
+  /** When it was buried (ISO 8601). */
+  readonly dead_at: string;
+}
+
+/** Counts of every list of the queue, for tests, benchmarks and operators. */
+export interface QueueDepth {
+  readonly queued: number;
+  readonly retry: number;
+  readonly dead: number;
+  readonly processing: number;
+}
+
+/** The queue's operations; `redis` may be shared by many callers. */
+export class RedisQueue {
+  readonly #redis: Redis;
+  readonly keys: QueueKeys;
+
+  constructor(redis: Redis, keys: QueueKeys) {
+    defineQueueScripts(redis);
+    this.#redis = redis;
+    this.keys = keys;
+  }
+
+  /**
+   * Pushes payloads at the left of the main list unless that would take it past
+   * `maxLength`; resolves only after Redis acknowledged the push.
+   */
+  async enqueue(maxLength: number, ...payloads: string[]): Promise<number> {
+    const length = await this.#redis.queueEnqueue(this.keys.queue, maxLength, ...payloads);
+    if (length < 0) throw new QueueFullError(maxLength);
+    return length;
+  }
+
+  /** Registers a consumer and starts its heartbeat. */
+  async register(consumerId: string, ttlMs: number): Promise<void> {
+    await this.#redis.queueRegister(
+      this.keys.consumers,
+      this.keys.heartbeatPrefix + consumerId,
+      consumerId,
+      ttlMs,
+    );
+  }
+
+  /** Extends a consumer's heartbeat; false means it was fenced and must re-register. */
+  async heartbeat(consumerId: string, ttlMs: number): Promise<boolean> {
+    const alive = await this.#redis.queueHeartbeat(
+      this.keys.consumers,
+      this.keys.heartbeatPrefix + consumerId,
+      consumerId,
+      ttlMs,
+    );
+    return alive === 1;
+  }
+
+  /**
+   * Moves up to `max` items into the consumer's processing list and returns
+   * them oldest first; an empty batch when there is nothing; `undefined` when
+   * the consumer is fenced.
+   */
+  async fetch(consumerId: string, max: number): Promise<Batch | undefined> {
+    const reply = await this.#redis.queueFetch(
+      this.keys.consumers,
+      this.keys.retry,
+      this.keys.queue,
+      this.keys.processingPrefix + consumerId,
+      consumerId,
+      max,
+    );
+    if (reply === -1) return undefined;
+    const [source, taken] = reply as [0 | 1, string[] | string | undefined];
+    if (source === 1) return { items: [taken as string], fromRetry: true };
+    // The script returns the list's order (newest at the left); FIFO wants the oldest first.
+    const items = (taken as string[] | undefined) ?? [];
+    items.reverse();
+    return { items, fromRetry: false };
+  }
+
+  /**
+   * Acknowledges a handled batch and records its dead letters in one step.
+   * Resolves false when the consumer was fenced (nothing was acknowledged).
+   */
+  async ack(consumerId: string, batch: Batch, deadLetters: readonly DeadLetter[] = []) {
+    const done = await this.#redis.queueAck(
+      this.keys.consumers,
+      this.keys.processingPrefix + consumerId,
+      this.keys.deliveries,
+      this.keys.dead,
+      consumerId,
+      batch.items.length,
+      batch.fromRetry ? "1" : "0",
+      ...deadLetters.map((letter) => JSON.stringify(letter)),
+    );
+    return done === 1;
+  }
+
+  /** Recovers the work of every consumer whose heartbeat expired. */
+  async recover(maxCrashes: number, now: Date = new Date()) {
+    const [recovered, buried, consumers] = await this.#redis.queueRecover(
+      this.keys.consumers,
+      this.keys.retry,
+      this.keys.dead,
+      this.keys.deliveries,
+      this.keys.processingPrefix,
+      this.keys.heartbeatPrefix,
+      maxCrashes,
+      now.toISOString(),
+    );
+    return { recovered, buried, consumers };
+  }
+
+  /** Returns a stopping consumer's unfinished items to the front of the queue. */
+  handBack(consumerId: string): Promise<number> {
+    return this.#redis.queueHandBack(
+      this.keys.consumers,
+      this.keys.heartbeatPrefix + consumerId,
+      this.keys.processingPrefix + consumerId,
+      this.keys.queue,
+      consumerId,
+    );
+  }
+
+  /** The size of every list of the queue (processing lists summed). */
+  async depth(): Promise<QueueDepth> {
+    const processingKeys = await this.#redis.smembers(this.keys.consumers).then((ids) =>
+      ids.map((id) => this.keys.processingPrefix + id)
+    );
+    const lengths = await Promise.all(
+      [this.keys.queue, this.keys.retry, this.keys.dead, ...processingKeys].map((key) =>
+        this.#redis.llen(key)
+      ),
+    );
+    const [queued = 0, retry = 0, dead = 0, ...processing] = lengths;
+    return { queued, retry, dead, processing: processing.reduce((sum, n) => sum + n, 0) };
+  }
+}
+
+/**
+ * Blocks on `blocking` (a connection of its own: a blocked connection serves
+ * nobody else) until the main list has an item or `timeoutSeconds` pass.
+ * `BLMOVE q q RIGHT RIGHT` pops the last item and pushes it straight back to
+ * the same end: a wait that takes nothing, so every actual move still goes
+ * through the fetch script and its fencing check.
+ */
+export async function waitForItems(
+  blocking: Redis,
+  keys: QueueKeys,
+  timeoutSeconds: number,
+): Promise<boolean> {
+  const item = await blocking.blmove(keys.queue, keys.queue, "RIGHT", "RIGHT", timeoutSeconds);
+  return item !== null;
+}

@@ -1,0 +1,63 @@
+/**
+ * The statements on table `users` (created by `migrations/00001_create_users`),
+ * shared by the consumer (batched inserts), the API's direct mode and its
+ * status endpoint, so the SQL for a table lives beside the table.
+ *
+ * @module
+ */
+
+import type postgres from "postgres";
+import type { UserEnvelope } from "../queue/envelope.ts";
+
+/** A stored row as the API returns it. */
+export interface StoredUser {
+  readonly id: string;
+  readonly name: string;
+  readonly enqueued_at: Date;
+  readonly stored_at: Date;
+}
+
+/**
+ * Inserts the users in one statement, whatever their number: three arrays
+ * unnested server-side, so there is no 65,535-parameter limit and the
+ * statement text (and its prepared plan) is the same for 1 row or 5,000.
+ * Rows whose id is already stored are skipped (redelivery is harmless);
+ * resolves to the ids this statement actually inserted.
+ */
+export async function insertUsers(
+  sql: postgres.Sql,
+  users: readonly UserEnvelope[],
+): Promise<Set<string>> {
+  const ids = new Array<string>(users.length);
+  const names = new Array<string>(users.length);
+  const enqueuedAt = new Array<number>(users.length);
+  users.forEach((user, i) => {
+    ids[i] = user.id;
+    names[i] = user.name;
+    enqueuedAt[i] = user.enqueued_at;
+  });
+  const inserted = await sql<{ id: string }[]>`
+    insert into users (id, name, enqueued_at)
+    select id, name, to_timestamp(ms / 1000.0)
+    from unnest(${ids}::uuid[], ${names}::text[], ${enqueuedAt}::float8[]) as t(id, name, ms)
+    on conflict (id) do nothing
+    returning id`;
+  return new Set(inserted.map((row) => row.id));
+}
+
+/** The stored names of the given ids (to tell a redelivery from an id clash). */
+export async function storedNames(
+  sql: postgres.Sql,
+  ids: readonly string[],
+): Promise<Map<string, string>> {
+  const rows = await sql<{ id: string; name: string }[]>`
+    select id, name from users where id = any(${ids as string[]}::uuid[])`;
+  return new Map(rows.map((row) => [row.id, row.name]));
+}
+
+/** One stored user, or undefined when it is not (yet) in the table. */
+export async function findUser(sql: postgres.Sql, id: string): Promise<StoredUser | undefined> {
+  const [row] = await sql<StoredUser[]>`
+    select id, name, enqueued_at, stored_at from users where id = ${id}::uuid`;
+  return row;
+}

@@ -1,0 +1,176 @@
+/**
+ * The HTTP API: `POST /users` validates a user at the edge, hands it to
+ * `accept` (which queues it, or inserts it in direct mode) and answers 202
+ * with the id it minted; `GET /users/:id` tells whether the user is stored yet.
+ *
+ * Every answer other than 2xx is JSON `{"error": "…"}` saying what is wrong;
+ * nothing is accepted unless `accept` resolved, so a 202 always means the user
+ * is durably queued.
+ *
+ * @module
+ */
+
+import { Hono } from "@hono/hono";
+import { bodyLimit } from "@hono/hono/body-limit";
+import { HTTPException } from "@hono/hono/http-exception";
+import type { ContentfulStatusCode } from "@hono/hono/utils/http-status";
+import { v7 as uuidv7 } from "uuid";
+import { z } from "zod";
+import { nameProblem, type UserEnvelope } from "../queue/envelope.ts";
+import { QueueFullError } from "../queue/redis_queue.ts";
+import type { StoredUser } from "../schema/users_table.ts";
+
+/** What the app needs from the outside world; `main.ts` wires the real clients. */
+export interface AppOptions {
+  /** Durably queues (or stores) a validated user; rejects if it could not. */
+  accept(user: UserEnvelope): Promise<void>;
+  /** Looks a user up in the table. */
+  findUser(id: string): Promise<StoredUser | undefined>;
+  /** Largest accepted body in bytes. @default 16384 */
+  bodyLimitBytes?: number;
+  /** Seconds a client should wait after a 503. @default 1 */
+  retryAfterSeconds?: number;
+  /** Called when accepting fails for a reason other than a full queue. */
+  onUnavailable?(error: unknown): void;
+  /** Mints ids. @default uuid v7 */
+  newId?: () => string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+// curl -d sends application/x-www-form-urlencoded; the course's command must
+// work as written, so that type is read as JSON too (the body must still be JSON).
+const ACCEPTED_TYPES = new Set([
+  "application/json",
+  "text/plain",
+  "application/x-www-form-urlencoded",
+]);
+
+const userBody = z.strictObject({ name: z.string() });
+
+/** Builds the app; no I/O happens here, so tests drive it with `app.request()`. */
+export function createApp(options: AppOptions): Hono {
+  const {
+    accept,
+    findUser,
+    bodyLimitBytes = 16_384,
+    retryAfterSeconds = 1,
+    onUnavailable = () => {},
+    newId = uuidv7,
+  } = options;
+  const app = new Hono();
+
+  app.get("/health", (c) => c.json({ status: "ok" }));
+
+  app.post(
+    "/users",
+    checkContentType,
+    bodyLimit({
+      maxSize: bodyLimitBytes,
+      onError: () => {
+        throw new HTTPException(413, {
+          message: `request body must be at most ${bodyLimitBytes} bytes`,
+        });
+      },
+    }),
+    async (c) => {
+      const name = parseUser(await c.req.text());
+      const id = newId();
+      try {
+        await accept({ id, name, enqueued_at: Date.now() });
+      } catch (error) {
+        c.header("Retry-After", String(retryAfterSeconds));
+        if (error instanceof QueueFullError) {
+          throw new HTTPException(503, { message: "queue is full, retry later", cause: error });
+        }
+        onUnavailable(error);
+        throw new HTTPException(503, {
+          message: "queue is unavailable, retry later",
+          cause: error,
+        });
+      }
+      return c.json({ id }, 202, { Location: `/users/${id}` });
+    },
+  );
+
+  app.get("/users/:id", async (c) => {
+    const id = c.req.param("id");
+    if (!UUID.test(id)) throw new HTTPException(400, { message: "id must be a UUID" });
+    const user = await findUser(id.toLowerCase());
+    if (user === undefined) {
+      throw new HTTPException(404, { message: "no stored user with this id (yet)" });
+    }
+    return c.json(user);
+  });
+
+  app.on(["PUT", "PATCH", "DELETE"], "/users", (c) => {
+    c.header("Allow", "POST");
+    throw new HTTPException(405, { message: `${c.req.method} is not allowed on /users` });
+  });
+
+  app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
+
+  app.onError((error, c) => {
+    if (error instanceof HTTPException) {
+      return c.json({ error: error.message }, error.status as ContentfulStatusCode);
+    }
+    console.error("unexpected error:", error);
+    return c.json({ error: "internal error" }, 500);
+  });
+
+  return app;
+}
+
+/** 415 for a body type we cannot read as JSON. */
+async function checkContentType(
+  c: { req: { header(name: string): string | undefined } },
+  next: () => Promise<void>,
+) {
+  const header = c.req.header("Content-Type");
+  if (header !== undefined) {
+    const [type = "", ...params] = header.split(";").map((part) => part.trim().toLowerCase());
+    const charset = params.find((p) => p.startsWith("charset="))?.slice(8).replaceAll('"', "");
+    if (!(ACCEPTED_TYPES.has(type) || /^application\/[a-z0-9.+-]+\+json$/.test(type))) {
+      throw new HTTPException(415, {
+        message: `Content-Type ${type || "(empty)"} is not supported: send application/json`,
+      });
+    }
+    if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
+      throw new HTTPException(415, { message: `charset ${charset} is not supported: send utf-8` });
+    }
+  }
+  await next();
+}
+
+/** The trimmed, valid name from a request body, or a 400 saying what is wrong. */
+export function parseUser(body: string): string {
+  let value: unknown;
+  try {
+    value = JSON.parse(body);
+  } catch {
+    throw new HTTPException(400, {
+      message: 'body must be valid JSON such as {"name": "Ada"}',
+    });
+  }
+  const parsed = userBody.safeParse(value);
+  if (!parsed.success) {
+    throw new HTTPException(400, { message: describeIssue(parsed.error.issues[0], value) });
+  }
+  const name = parsed.data.name.trim();
+  const problem = nameProblem(name);
+  if (problem !== undefined) throw new HTTPException(400, { message: problem });
+  return name;
+}
+
+function describeIssue(issue: z.core.$ZodIssue | undefined, value: unknown): string {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return 'body must be a JSON object such as {"name": "Ada"}';
+  }
+  if (issue?.code === "unrecognized_keys") {
+    return `unexpected field${issue.keys.length > 1 ? "s" : ""} ${
+      issue.keys.map((key) => JSON.stringify(key)).join(", ")
+    }: only "name" is accepted`;
+  }
+  if (!("name" in value)) return 'field "name" is required';
+  return 'field "name" must be a string';
+}

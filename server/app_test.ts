@@ -1,0 +1,169 @@
+import assert from "node:assert/strict";
+import type { UserEnvelope } from "../queue/envelope.ts";
+import { QueueFullError } from "../queue/redis_queue.ts";
+import { createApp } from "./app.ts";
+
+const ID = "01934d5e-7b7c-7a1e-9c3f-1a2b3c4d5e6f";
+
+/** An app whose queue is an array, plus what it accepted. */
+function fakeApp(accept?: (user: UserEnvelope) => Promise<void>) {
+  const accepted: UserEnvelope[] = [];
+  const app = createApp({
+    accept: accept ?? ((user) => {
+      accepted.push(user);
+      return Promise.resolve();
+    }),
+    findUser: (id) =>
+      Promise.resolve(
+        id === ID
+          ? { id, name: "Ada", enqueued_at: new Date(0), stored_at: new Date(1) }
+          : undefined,
+      ),
+    bodyLimitBytes: 1024,
+    newId: () => ID,
+  });
+  return { app, accepted };
+}
+
+function post(body: string, headers: Record<string, string> = {}) {
+  return { method: "POST", body, headers };
+}
+
+Deno.test("createApp() accepts the course's curl body, sent as form-urlencoded, with 202", async () => {
+  const { app, accepted } = fakeApp();
+  const res = await app.request(
+    "/users",
+    post('{"name": "Queueing"}', { "Content-Type": "application/x-www-form-urlencoded" }),
+  );
+  assert.equal(res.status, 202);
+  assert.deepEqual(await res.json(), { id: ID });
+  assert.equal(res.headers.get("Location"), `/users/${ID}`);
+  assert.equal(accepted.length, 1);
+  assert.equal(accepted[0]?.name, "Queueing");
+  assert.equal(accepted[0]?.id, ID);
+});
+
+Deno.test("createApp() accepts JSON content types and a missing one", async () => {
+  for (
+    const type of [undefined, "application/json", "application/json; charset=UTF-8", "text/plain"]
+  ) {
+    const { app } = fakeApp();
+    const res = await app.request(
+      "/users",
+      post('{"name":"Ada"}', type ? { "Content-Type": type } : {}),
+    );
+    assert.equal(res.status, 202, String(type));
+  }
+});
+
+Deno.test("createApp() stores the trimmed name", async () => {
+  const { app, accepted } = fakeApp();
+  await app.request("/users", post('{"name": "  Ada Lovelace \\n"}'));
+  assert.equal(accepted[0]?.name, "Ada Lovelace");
+});
+
+Deno.test("createApp() answers each bad body with a precise 400 and accepts nothing", async () => {
+  const cases: [string, RegExp][] = [
+    ["{not json", /valid JSON/],
+    ["", /valid JSON/],
+    ["[1,2]", /JSON object/],
+    ['"Ada"', /JSON object/],
+    ["{}", /"name" is required/],
+    ['{"name": 42}', /"name" must be a string/],
+    ['{"name": null}', /"name" must be a string/],
+    ['{"name": "Ada", "admin": true}', /unexpected field "admin"/],
+    ['{"name": ""}', /empty/],
+    ['{"name": "   \\t "}', /empty/],
+    [`{"name": "${"x".repeat(201)}"}`, /at most 200/],
+    ['{"name": "a\\u0000b"}', /NUL/],
+    ['{"name": "a\\ud800b"}', /lone surrogate/],
+  ];
+  for (const [body, message] of cases) {
+    const { app, accepted } = fakeApp();
+    const res = await app.request("/users", post(body, { "Content-Type": "application/json" }));
+    assert.equal(res.status, 400, body);
+    assert.match((await res.json()).error, message, body);
+    assert.equal(accepted.length, 0, body);
+  }
+});
+
+Deno.test("createApp() answers 413 to a body over the limit", async () => {
+  const { app, accepted } = fakeApp();
+  const res = await app.request("/users", post(JSON.stringify({ name: "x".repeat(2000) })));
+  assert.equal(res.status, 413);
+  assert.match((await res.json()).error, /at most 1024 bytes/);
+  assert.equal(accepted.length, 0);
+});
+
+Deno.test("createApp() answers 415 to a content type it cannot read as JSON", async () => {
+  for (
+    const type of [
+      "multipart/form-data; boundary=x",
+      "application/xml",
+      "text/html",
+      "application/json; charset=latin1",
+    ]
+  ) {
+    const { app, accepted } = fakeApp();
+    const res = await app.request("/users", post('{"name":"Ada"}', { "Content-Type": type }));
+    assert.equal(res.status, 415, type);
+    assert.match((await res.json()).error, /not supported/);
+    assert.equal(accepted.length, 0);
+  }
+});
+
+Deno.test("createApp() answers 503 with Retry-After when the queue is full", async () => {
+  const { app } = fakeApp(() => Promise.reject(new QueueFullError(10)));
+  const res = await app.request("/users", post('{"name":"Ada"}'));
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("Retry-After"), "1");
+  assert.match((await res.json()).error, /full/);
+});
+
+Deno.test("createApp() answers 503 with Retry-After when Redis fails", async () => {
+  const failures: unknown[] = [];
+  const app = createApp({
+    accept: () => Promise.reject(new Error("Connection is closed.")),
+    findUser: () => Promise.resolve(undefined),
+    onUnavailable: (error) => failures.push(error),
+  });
+  const res = await app.request("/users", post('{"name":"Ada"}'));
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("Retry-After"), "1");
+  assert.match((await res.json()).error, /unavailable/);
+  assert.equal(failures.length, 1);
+});
+
+Deno.test("createApp() mints a distinct UUIDv7 per request by default", async () => {
+  const accepted: UserEnvelope[] = [];
+  const app = createApp({
+    accept: (user) => Promise.resolve(void accepted.push(user)),
+    findUser: () => Promise.resolve(undefined),
+  });
+  await app.request("/users", post('{"name":"a"}'));
+  await app.request("/users", post('{"name":"b"}'));
+  assert.match(
+    accepted[0]!.id,
+    /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+  );
+  assert.notEqual(accepted[0]!.id, accepted[1]!.id);
+});
+
+Deno.test("createApp() reports a stored user, 404 for an unknown one, 400 for a bad id", async () => {
+  const { app } = fakeApp();
+  const found = await app.request(`/users/${ID}`);
+  assert.equal(found.status, 200);
+  assert.equal((await found.json()).name, "Ada");
+  assert.equal((await app.request("/users/01934d5e-0000-7a1e-9c3f-1a2b3c4d5e6f")).status, 404);
+  assert.equal((await app.request("/users/nope")).status, 400);
+});
+
+Deno.test("createApp() answers unknown routes and methods in JSON", async () => {
+  const { app } = fakeApp();
+  const missing = await app.request("/nowhere");
+  assert.equal(missing.status, 404);
+  assert.match((await missing.json()).error, /no route/);
+  const wrong = await app.request("/users", { method: "DELETE" });
+  assert.equal(wrong.status, 405);
+  assert.equal(wrong.headers.get("Allow"), "POST");
+});

@@ -1,0 +1,33 @@
+/**
+ * The API's configuration, parsed once from the environment by `main.ts`.
+ *
+ * @module
+ */
+
+import { z } from "zod";
+import { type Env, intVar, parseEnv, postgresVars, queueVars } from "../queue/config.ts";
+
+const serverVars = {
+  ...queueVars,
+  ...postgresVars,
+  /** Port the HTTP server listens on (Traefik forwards to it). */
+  PORT: intVar(1, 65_535).default(8000),
+  /**
+   * `queue` pushes to Redis and answers 202 (the product); `direct` inserts
+   * synchronously before answering, kept so the course's baseline can be
+   * measured next to it.
+   */
+  API_MODE: z.enum(["queue", "direct"]).default("queue"),
+  /** Largest request body accepted; a bigger one gets 413 before it is read. */
+  BODY_LIMIT_BYTES: intVar(64, 1_048_576).default(16_384),
+  /** How long the API waits for Redis before answering 503 (it never hangs). */
+  REDIS_TIMEOUT_MS: intVar(50, 60_000).default(1_000),
+};
+
+/** The API's parsed configuration. */
+export type ServerConfig = ReturnType<typeof loadServerConfig>;
+
+/** Parses the API's variables or throws a `TypeError` naming the bad ones. */
+export function loadServerConfig(env: Env) {
+  return parseEnv("server", serverVars, env);
+}

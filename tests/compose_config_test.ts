@@ -1,0 +1,339 @@
+/**
+ * Checks compose.yaml, the Dockerfiles and the Traefik configuration without a Docker engine:
+ * the compose CLI resolves the file (`docker-compose config`), and the assertions pin what the
+ * containers share with the native stack (the same deno tasks, hence the same entrypoints and
+ * permission flags; the same project.env; the same traefik.yml and redis.conf).
+ *
+ * Needs the compose CLI as `docker-compose` on PATH, or its path in COMPOSE_BIN. Run from anywhere:
+ * `deno test --allow-all tests/compose_config_test.ts`.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parse as parseYaml } from "yaml";
+
+const ROOT = fileURLToPath(new URL("../", import.meta.url));
+const COMPOSE_BIN = Deno.env.get("COMPOSE_BIN") ?? "docker-compose";
+
+const ALL_SERVICES = [
+  "traefik",
+  "server",
+  "server-consumer",
+  "database-migrations",
+  "redis",
+  "database",
+  "k6-tests",
+];
+/** The long-running services that must scale with `--scale NAME=N`. */
+const REPLICATED_SERVICES = ["server", "server-consumer"];
+/** The services built from this repo, which run a deno task. */
+const DENO_SERVICES = ["server", "server-consumer", "database-migrations"];
+
+interface Port {
+  target: number;
+  published?: string;
+  protocol?: string;
+}
+
+interface Volume {
+  type: string;
+  source?: string;
+  target: string;
+  read_only?: boolean;
+}
+
+interface Dependency {
+  condition: string;
+}
+
+interface Service {
+  image?: string;
+  build?: { context: string; dockerfile?: string };
+  command?: string[] | null;
+  entrypoint?: string[] | null;
+  working_dir?: string;
+  container_name?: string;
+  ports?: Port[];
+  volumes?: Volume[];
+  environment?: Record<string, string | null>;
+  labels?: Record<string, string>;
+  deploy?: { replicas?: number };
+  depends_on?: Record<string, Dependency>;
+  healthcheck?: { test?: string[] };
+  restart?: string;
+}
+
+interface ComposeConfig {
+  services: Record<string, Service>;
+}
+
+interface CommandResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function runCompose(args: string[]): Promise<CommandResult> {
+  const command = new Deno.Command(COMPOSE_BIN, {
+    args: ["-f", "compose.yaml", ...args],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+  });
+  let output: Deno.CommandOutput;
+  try {
+    output = await command.output();
+  } catch (error) {
+    throw new Error(
+      `Cannot run the compose CLI as ${COMPOSE_BIN}: install docker-compose on PATH or set COMPOSE_BIN`,
+      { cause: error },
+    );
+  }
+  const decoder = new TextDecoder();
+  return {
+    code: output.code,
+    stdout: decoder.decode(output.stdout),
+    stderr: decoder.decode(output.stderr),
+  };
+}
+
+let resolvedConfig: Promise<ComposeConfig> | undefined;
+
+/** The file as compose resolves it (paths absolute, env_file read into `environment`). */
+function loadComposeConfig(): Promise<ComposeConfig> {
+  resolvedConfig ??= runCompose(["config", "--format", "json"]).then((result) => {
+    assert.equal(result.code, 0, `docker-compose config failed:\n${result.stderr}`);
+    return JSON.parse(result.stdout) as ComposeConfig;
+  });
+  return resolvedConfig;
+}
+
+async function service(name: string): Promise<Service> {
+  const config = await loadComposeConfig();
+  const found = config.services[name];
+  assert.ok(found, `compose.yaml has no service ${name}`);
+  return found;
+}
+
+async function denoTasks(): Promise<Record<string, string>> {
+  const denoJson = JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json")));
+  return denoJson.tasks;
+}
+
+/** project.env as KEY=VALUE pairs; it has no quoting, so neither does this reader. */
+async function projectEnv(): Promise<Record<string, string>> {
+  const text = await Deno.readTextFile(join(ROOT, "project.env"));
+  const env: Record<string, string> = {};
+  for (const line of text.split("\n")) {
+    const trimmed = line.trim();
+    if (trimmed === "" || trimmed.startsWith("#")) continue;
+    const equals = trimmed.indexOf("=");
+    assert.ok(equals > 0, `project.env line is not KEY=VALUE: ${line}`);
+    env[trimmed.slice(0, equals)] = trimmed.slice(equals + 1);
+  }
+  return env;
+}
+
+/** The exec-form CMD of a Dockerfile, e.g. ["task", "server"]. */
+function dockerfileCmd(dockerfile: string): string[] {
+  const lines = dockerfile.split("\n").filter((line) => /^CMD\s/.test(line));
+  assert.equal(lines.length, 1, "expected exactly one CMD line");
+  const cmd = JSON.parse(lines[0]!.replace(/^CMD\s+/, ""));
+  assert.ok(Array.isArray(cmd), `CMD must be in exec form: ${lines[0]}`);
+  return cmd;
+}
+
+/** The files after `deno install --frozen --entrypoint` in a Dockerfile. */
+function cachedEntrypoints(dockerfile: string): string[] {
+  const match = dockerfile.match(/deno install --frozen --entrypoint ([^\n]+)/);
+  assert.ok(match, "expected a `RUN deno install --frozen --entrypoint ...` line");
+  return match[1]!.trim().split(/\s+/);
+}
+
+/** The task a container command runs: ["task", "x"] and ["deno", "task", "x"] both give "x". */
+function taskOf(command: string[]): string {
+  const args = command[0] === "deno" ? command.slice(1) : command;
+  assert.equal(args.length, 2, `expected a bare \`deno task NAME\`: ${command.join(" ")}`);
+  assert.equal(args[0], "task", `expected a deno task: ${command.join(" ")}`);
+  return args[1]!;
+}
+
+/** The script a deno task runs: the last .ts argument of its command line. */
+function scriptOf(task: string): string {
+  const scripts = task.split(/\s+/).filter((word) => word.endsWith(".ts"));
+  assert.ok(scripts.length > 0, `task runs no .ts file: ${task}`);
+  return scripts.at(-1)!;
+}
+
+Deno.test("compose.yaml defines the seven services", async () => {
+  const config = await loadComposeConfig();
+  assert.deepEqual(Object.keys(config.services).sort(), [...ALL_SERVICES].sort());
+});
+
+Deno.test("docker-compose config -q accepts compose.yaml", async () => {
+  const result = await runCompose(["config", "-q"]);
+  assert.equal(result.code, 0, result.stderr);
+});
+
+Deno.test(
+  "server and server-consumer run 2 replicas with no container_name and no host ports, so they scale",
+  async () => {
+    for (const name of REPLICATED_SERVICES) {
+      const replicated = await service(name);
+      assert.equal(replicated.deploy?.replicas, 2, `${name} replicas`);
+      assert.equal(replicated.container_name, undefined, `${name} container_name`);
+      assert.deepEqual(replicated.ports ?? [], [], `${name} ports`);
+    }
+  },
+);
+
+Deno.test("traefik publishes port 8000 on the host", async () => {
+  const traefik = await service("traefik");
+  assert.ok(
+    traefik.ports?.some((port) => port.target === 8000 && port.published === "8000"),
+    `traefik ports: ${JSON.stringify(traefik.ports)}`,
+  );
+});
+
+Deno.test(
+  "traefik reads traefik/traefik.yml and its file provider directory exists in the mount",
+  async () => {
+    const traefik = await service("traefik");
+    const mount = traefik.volumes?.find((volume) => volume.target === "/etc/traefik");
+    assert.ok(mount?.source, "traefik mounts nothing at /etc/traefik");
+    assert.equal(Deno.realPathSync(mount.source), Deno.realPathSync(join(ROOT, "traefik")));
+    assert.equal(mount.read_only, true);
+    assert.ok(traefik.command?.includes("--configFile=/etc/traefik/traefik.yml"));
+
+    const socket = traefik.volumes?.find((volume) => volume.target === "/var/run/docker.sock");
+    assert.equal(socket?.read_only, true, "the docker socket must be mounted read-only");
+
+    // Traefik reads a relative directory against its working directory, not the config file.
+    const staticConfig = parseYaml(await Deno.readTextFile(join(ROOT, "traefik", "traefik.yml")));
+    const directory: string = staticConfig.providers.file.directory;
+    assert.equal(traefik.working_dir, "/etc/traefik");
+    const inContainer = directory.startsWith("/") ? directory : join("/etc/traefik", directory);
+    assert.ok(inContainer.startsWith("/etc/traefik/"), `${inContainer} is outside the mount`);
+    const onHost = join(ROOT, "traefik", inContainer.slice("/etc/traefik/".length));
+    assert.ok(Deno.statSync(onHost).isDirectory, `${onHost} is not a directory`);
+
+    assert.equal(staticConfig.entryPoints.web.address, ":8000");
+    assert.equal(staticConfig.providers.docker.exposedByDefault, false);
+  },
+);
+
+Deno.test("the server labels route PathPrefix(`/`) on entrypoint web to container port 8000", async () => {
+  const labels = (await service("server")).labels ?? {};
+  assert.equal(labels["traefik.enable"], "true");
+  const routers = Object.keys(labels)
+    .map((key) => key.match(/^traefik\.http\.routers\.([^.]+)\.rule$/)?.[1])
+    .filter((router) => router !== undefined);
+  assert.equal(routers.length, 1, `expected one router: ${JSON.stringify(labels)}`);
+  const router = routers[0]!;
+  assert.equal(labels[`traefik.http.routers.${router}.rule`], "PathPrefix(`/`)");
+  assert.equal(labels[`traefik.http.routers.${router}.entrypoints`], "web");
+  const serviceName = labels[`traefik.http.routers.${router}.service`] ?? router;
+  assert.equal(labels[`traefik.http.services.${serviceName}.loadbalancer.server.port`], "8000");
+});
+
+Deno.test("k6-tests mounts ./tests at /tests, targets traefik and stays idle", async () => {
+  const k6 = await service("k6-tests");
+  const mount = k6.volumes?.find((volume) => volume.target === "/tests");
+  assert.ok(mount?.source, "k6-tests mounts nothing at /tests");
+  assert.equal(Deno.realPathSync(mount.source), Deno.realPathSync(join(ROOT, "tests")));
+  assert.equal(k6.environment?.BASE_URL, "http://traefik:8000");
+  assert.notEqual(k6.entrypoint?.[0], "k6", "k6-tests must not run k6 on `docker compose up`");
+  assert.ok(k6.depends_on?.traefik, "k6-tests must depend on traefik");
+});
+
+Deno.test("every Deno service gets all of project.env (env_file) as its environment", async () => {
+  const expected = await projectEnv();
+  for (const name of DENO_SERVICES) {
+    const environment = (await service(name)).environment ?? {};
+    const actual = Object.fromEntries(
+      Object.keys(expected).map((key) => [key, environment[key]]),
+    );
+    assert.deepEqual(actual, expected, `${name} environment`);
+  }
+});
+
+Deno.test(
+  "server and server-consumer wait for healthy redis and database and a completed migration",
+  async () => {
+    for (const name of REPLICATED_SERVICES) {
+      const dependsOn = (await service(name)).depends_on ?? {};
+      assert.equal(dependsOn.redis?.condition, "service_healthy", `${name} → redis`);
+      assert.equal(dependsOn.database?.condition, "service_healthy", `${name} → database`);
+      assert.equal(
+        dependsOn["database-migrations"]?.condition,
+        "service_completed_successfully",
+        `${name} → database-migrations`,
+      );
+    }
+  },
+);
+
+Deno.test("every service another waits on as healthy defines a healthcheck", async () => {
+  // compose config accepts service_healthy on a service without one; `up` then fails.
+  const config = await loadComposeConfig();
+  for (const [name, dependent] of Object.entries(config.services)) {
+    for (const [dependency, { condition }] of Object.entries(dependent.depends_on ?? {})) {
+      if (condition !== "service_healthy") continue;
+      assert.ok(
+        config.services[dependency]?.healthcheck?.test?.length,
+        `${name} waits for ${dependency} to be healthy, but it has no healthcheck`,
+      );
+    }
+  }
+});
+
+Deno.test(
+  "database-migrations runs deno task migrate once, in the consumer image, after the database",
+  async () => {
+    const migrations = await service("database-migrations");
+    const consumer = await service("server-consumer");
+    assert.deepEqual(migrations.build, consumer.build);
+    assert.equal(migrations.restart, "no");
+    assert.equal(migrations.depends_on?.database?.condition, "service_healthy");
+    assert.ok(migrations.command, "database-migrations has no command");
+    assert.equal(taskOf(migrations.command), "migrate");
+  },
+);
+
+Deno.test(
+  "each image's CMD and compose command run deno tasks defined in deno.json, whose scripts the image caches",
+  async () => {
+    // Running the tasks (not `deno run` lines of their own) is what gives the containers the
+    // native stack's entrypoints and permission flags; the tasks run with --cached-only, so the
+    // image build must have cached each task's script.
+    const tasks = await denoTasks();
+    const expectedCmd: Record<string, string> = { server: "server", "server-consumer": "consumer" };
+    for (const name of DENO_SERVICES) {
+      const built = await service(name);
+      assert.ok(built.build?.dockerfile, `${name} is not built from a Dockerfile`);
+      const dockerfile = await Deno.readTextFile(join(built.build.context, built.build.dockerfile));
+      const cmdTask = taskOf(dockerfileCmd(dockerfile));
+      if (name in expectedCmd) assert.equal(cmdTask, expectedCmd[name], `${name} CMD`);
+      const task = built.command ? taskOf(built.command) : cmdTask;
+      assert.ok(tasks[task], `${name} runs \`deno task ${task}\`, which deno.json does not define`);
+      assert.ok(
+        cachedEntrypoints(dockerfile).includes(scriptOf(tasks[task])),
+        `${built.build.dockerfile} does not cache ${scriptOf(tasks[task])}`,
+      );
+    }
+  },
+);
+
+Deno.test("redis runs redis/redis.conf from the path its command names", async () => {
+  const redis = await service("redis");
+  const confPath = redis.command?.[1];
+  assert.equal(redis.command?.[0], "redis-server");
+  const mount = redis.volumes?.find((volume) => volume.target === confPath);
+  assert.ok(mount?.source, `nothing is mounted at ${confPath}`);
+  assert.equal(
+    Deno.realPathSync(mount.source),
+    Deno.realPathSync(join(ROOT, "redis", "redis.conf")),
+  );
+});
