@@ -10,7 +10,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml } from "yaml";
 
@@ -150,6 +150,41 @@ function cachedEntrypoints(dockerfile: string): string[] {
   const match = dockerfile.match(/deno install --frozen --entrypoint ([^\n]+)/);
   assert.ok(match, "expected a `RUN deno install --frozen --entrypoint ...` line");
   return match[1]!.trim().split(/\s+/);
+}
+
+/** The sources of the Dockerfile's COPY lines, without a trailing slash: ["deno.json", "queue"]. */
+function copiedSources(dockerfile: string): string[] {
+  return dockerfile
+    .split("\n")
+    .filter((line) => /^COPY\s/.test(line))
+    .flatMap((line) => line.trim().split(/\s+/).slice(1, -1))
+    .filter((word) => !word.startsWith("--"))
+    .map((source) => source.replace(/\/$/, ""));
+}
+
+/**
+ * The top-level folders of the repo that a script needs at run time: those of every local module
+ * it imports, followed transitively, and those its task may read (`--allow-read=a,b`).
+ */
+async function foldersNeeded(task: string): Promise<Set<string>> {
+  const files = new Set<string>();
+  const pending = [join(ROOT, scriptOf(task))];
+  while (pending.length > 0) {
+    const file = pending.pop()!;
+    if (files.has(file)) continue;
+    files.add(file);
+    const source = await Deno.readTextFile(file);
+    for (const match of source.matchAll(/(?:from|import)\s*\(?\s*["'](\.{1,2}\/[^"']+)["']/g)) {
+      pending.push(join(dirname(file), match[1]!));
+    }
+  }
+  const folders = new Set([...files].map((file) => relative(ROOT, file).split("/")[0]!));
+  for (const flag of task.split(/\s+/).filter((word) => word.startsWith("--allow-read="))) {
+    for (const path of flag.slice("--allow-read=".length).split(",")) {
+      folders.add(path.replace(/^\.\//, "").split("/")[0]!);
+    }
+  }
+  return folders;
 }
 
 /** The task a container command runs: ["task", "x"] and ["deno", "task", "x"] both give "x". */
@@ -309,7 +344,10 @@ Deno.test(
     // native stack's entrypoints and permission flags; the tasks run with --cached-only, so the
     // image build must have cached each task's script.
     const tasks = await denoTasks();
-    const expectedCmd: Record<string, string> = { server: "server", "server-consumer": "consumer" };
+    const expectedCmd: Record<string, string> = {
+      server: "server",
+      "server-consumer": "consumer",
+    };
     for (const name of DENO_SERVICES) {
       const built = await service(name);
       assert.ok(built.build?.dockerfile, `${name} is not built from a Dockerfile`);
@@ -325,6 +363,24 @@ Deno.test(
     }
   },
 );
+
+Deno.test("each image copies every repo folder its tasks import from or read", async () => {
+  const tasks = await denoTasks();
+  for (const name of DENO_SERVICES) {
+    const built = await service(name);
+    assert.ok(built.build?.dockerfile, `${name} is not built from a Dockerfile`);
+    const dockerfile = await Deno.readTextFile(join(built.build.context, built.build.dockerfile));
+    const task = taskOf(built.command ?? dockerfileCmd(dockerfile));
+    assert.ok(tasks[task], `deno.json has no task ${task}`);
+    const copied = copiedSources(dockerfile);
+    for (const folder of await foldersNeeded(tasks[task])) {
+      assert.ok(
+        copied.includes(folder),
+        `${built.build.dockerfile} does not COPY ${folder}/, which deno task ${task} needs`,
+      );
+    }
+  }
+});
 
 Deno.test("redis runs redis/redis.conf from the path its command names", async () => {
   const redis = await service("redis");
