@@ -28,6 +28,14 @@ const consumerVars = {
   RETRY_MAX_DELAY_MS: intVar(10, 60_000).default(5_000),
   /** Time to finish the batch in hand after SIGTERM; below compose's stop_grace_period. */
   SHUTDOWN_TIMEOUT_MS: intVar(0, 600_000).default(20_000),
+  /**
+   * Fault injection for the test suite only: the process SIGKILLs itself at
+   * this step of every batch (`fetched`: after the move, before the insert;
+   * `stored`: after the commit, before the acknowledgement).
+   */
+  FAULT_CRASH_AT: z.enum(["none", "fetched", "stored"]).default("none"),
+  /** Fault injection for the test suite only: SIGKILL itself on a batch holding this name. */
+  FAULT_CRASH_ON_NAME: z.string().default(""),
 };
 
 /** The consumer's parsed configuration. */

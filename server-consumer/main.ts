@@ -6,7 +6,7 @@
  *
  * Reads env: CONSUMER_MODE, BATCH_SIZE, HEARTBEAT_TTL_MS, RECOVERY_INTERVAL_MS,
  * MAX_CRASHES, STATEMENT_TIMEOUT_MS, BLOCK_TIMEOUT_SECONDS, RETRY_MAX_DELAY_MS,
- * SHUTDOWN_TIMEOUT_MS, REDIS_URL, QUEUE_NAME, QUEUE_MAX_LENGTH, PGHOST, PGPORT,
+ * SHUTDOWN_TIMEOUT_MS, FAULT_CRASH_AT, FAULT_CRASH_ON_NAME, REDIS_URL, QUEUE_NAME, QUEUE_MAX_LENGTH, PGHOST, PGPORT,
  * PGUSER, PGPASSWORD, PGDATABASE.
  *
  * @module
@@ -16,10 +16,10 @@ import { Redis, type RedisOptions } from "ioredis";
 import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { queueKeys } from "../queue/keys.ts";
-import { RedisQueue, waitForItems } from "../queue/redis_queue.ts";
+import { type Batch, RedisQueue, waitForItems } from "../queue/redis_queue.ts";
 import { postgresOptions } from "../schema/postgres_options.ts";
 import { batchSizeOf, type ConsumerConfig, loadConsumerConfig } from "./config.ts";
-import { Consumer } from "./consumer.ts";
+import { Consumer, type Step } from "./consumer.ts";
 import { PostgresStore } from "./postgres_store.ts";
 
 let config: ConsumerConfig;
@@ -76,6 +76,19 @@ async function waitBounded(timeoutSeconds: number): Promise<unknown> {
   }
 }
 
+/** The test suite's crash points (see FAULT_CRASH_AT); none in normal operation. */
+function faultInjection(
+  { FAULT_CRASH_AT: at, FAULT_CRASH_ON_NAME: name }: ConsumerConfig,
+): ((step: Step, batch: Batch) => void) | undefined {
+  if (at === "none" && name === "") return undefined;
+  return (step, batch) => {
+    const hit = name === ""
+      ? step === at
+      : step === "fetched" && batch.items.some((item) => item.includes(JSON.stringify(name)));
+    if (hit) Deno.kill(Deno.pid, "SIGKILL");
+  };
+}
+
 const consumer = new Consumer({
   queue: new RedisQueue(commands, keys),
   waitForItems: waitBounded,
@@ -88,6 +101,7 @@ const consumer = new Consumer({
   retryMaxDelayMs: config.RETRY_MAX_DELAY_MS,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
   newId: uuidv7,
+  onStep: faultInjection(config),
 });
 
 for (const signal of ["SIGTERM", "SIGINT"] as const) {
