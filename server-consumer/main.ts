@@ -111,8 +111,29 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
   });
 }
 
+// Without an offline queue, commands sent before the first connection would
+// fail; start the loop once both connections are up (or stop if asked to first).
+let stopRequested = false;
+await Promise.race([
+  Promise.all(
+    [commands, blocking].map((client) =>
+      client.status === "ready"
+        ? undefined
+        : new Promise((resolve) => client.once("ready", resolve))
+    ),
+  ),
+  new Promise<void>((resolve) => {
+    for (const signal of ["SIGTERM", "SIGINT"] as const) {
+      Deno.addSignalListener(signal, () => {
+        stopRequested = true;
+        resolve();
+      });
+    }
+  }),
+]);
+
 try {
-  await consumer.run();
+  if (!stopRequested) await consumer.run();
 } finally {
   await Promise.allSettled([store.close(), commands.quit(), blocking.quit()]);
   console.log(`exiting: ${JSON.stringify(consumer.stats)}`);

@@ -1,0 +1,185 @@
+/**
+ * The pipeline against a real Redis and a real PostgreSQL (started on free
+ * loopback ports in temp dirs), with the consumer and the API as real
+ * processes: enqueue → consume → row in both modes, crash recovery, and
+ * idempotent redelivery.
+ */
+
+import assert from "node:assert/strict";
+import { Redis } from "ioredis";
+import postgres from "postgres";
+import { v7 as uuidv7 } from "uuid";
+import { encodeEnvelope, type UserEnvelope } from "../queue/envelope.ts";
+import { queueKeys } from "../queue/keys.ts";
+import { RedisQueue } from "../queue/redis_queue.ts";
+import { TaskProcess, waitFor } from "./processes.ts";
+import { migrate, startPostgres, startRedis } from "./services.ts";
+
+Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
+  // One Redis and one PostgreSQL for the whole file; each step uses its own
+  // queue name and truncates the table.
+  await using redisServer = await startRedis();
+  await using pgServer = await startPostgres();
+  await migrate(pgServer.env);
+  const sql = postgres({
+    host: pgServer.env.PGHOST,
+    port: Number(pgServer.env.PGPORT),
+    user: pgServer.env.PGUSER,
+    password: pgServer.env.PGPASSWORD,
+    database: pgServer.env.PGDATABASE,
+    max: 2,
+    onnotice: () => {},
+  });
+  const redis = new Redis(redisServer.url);
+
+  try {
+    let queueCounter = 0;
+    /** A fresh queue name and an empty table for each test. */
+    async function freshQueue() {
+      await sql`truncate users`;
+      const name = `pipeline${++queueCounter}`;
+      return { name, queue: new RedisQueue(redis, queueKeys(name)) };
+    }
+
+    function envFor(queueName: string, extra: Record<string, string> = {}): Record<string, string> {
+      return {
+        ...Deno.env.toObject(),
+        ...pgServer.env,
+        REDIS_URL: redisServer.url,
+        QUEUE_NAME: queueName,
+        // Short timings so recovery is observable within a test.
+        HEARTBEAT_TTL_MS: "1000",
+        RECOVERY_INTERVAL_MS: "200",
+        ...extra,
+      };
+    }
+
+    function users(count: number, prefix = "user"): UserEnvelope[] {
+      return Array.from({ length: count }, (_, i) => ({
+        id: uuidv7(),
+        name: `${prefix} ${i}`,
+        enqueued_at: Date.now(),
+      }));
+    }
+
+    async function enqueue(queue: RedisQueue, batch: readonly UserEnvelope[]) {
+      for (let i = 0; i < batch.length; i += 500) {
+        await queue.enqueue(10_000_000, ...batch.slice(i, i + 500).map(encodeEnvelope));
+      }
+    }
+
+    async function storedIds(): Promise<string[]> {
+      return (await sql<{ id: string }[]>`select id from users order by id`).map((row) => row.id);
+    }
+
+    async function rowCount(): Promise<number> {
+      const [row] = await sql<{ count: number }[]>`select count(*)::int as count from users`;
+      return row?.count ?? 0;
+    }
+
+    /** `deno task` reports its script's SIGKILL as exit code 137 (128 + 9). */
+    function assertKilled(status: Deno.CommandStatus, output: readonly string[]) {
+      assert.ok(status.signal === "SIGKILL" || status.code === 137, output.join("\n"));
+    }
+
+    function sorted(batch: readonly UserEnvelope[]): string[] {
+      return batch.map((u) => u.id).sort();
+    }
+
+    for (const mode of ["batch", "single"] as const) {
+      await t.step(`consumer in ${mode} mode stores every queued user exactly once`, async () => {
+        const { name, queue } = await freshQueue();
+        const queued = users(mode === "batch" ? 5_000 : 400);
+        await enqueue(queue, queued);
+        await using consumer = new TaskProcess("consumer", envFor(name, { CONSUMER_MODE: mode }));
+        await waitFor("every user stored", async () => (await rowCount()) === queued.length);
+        assert.deepEqual(await storedIds(), sorted(queued));
+        const row =
+          (await sql`select name, enqueued_at, stored_at from users where id = ${queued[7]!.id}`)[
+            0
+          ]!;
+        assert.equal(row.name, "user 7");
+        assert.ok(row.stored_at >= row.enqueued_at);
+        assert.equal((await consumer.stop()).code, 0);
+        assert.deepEqual(await queue.depth(), { queued: 0, retry: 0, dead: 0, processing: 0 });
+      });
+    }
+
+    await t.step("a consumer SIGKILLed between the move and the insert loses nothing", async () => {
+      const { name, queue } = await freshQueue();
+      const queued = users(3_000);
+      await enqueue(queue, queued);
+      const crashing = new TaskProcess("consumer", envFor(name, { FAULT_CRASH_AT: "fetched" }));
+      assertKilled(await crashing.status, crashing.output);
+      // The crashed consumer holds its batch in its processing list.
+      const held = await queue.depth();
+      assert.equal(held.processing, 1_000);
+      assert.equal(held.queued, 2_000);
+      assert.equal(await rowCount(), 0);
+
+      await using survivor = new TaskProcess("consumer", envFor(name));
+      await waitFor("recovery and storage", async () => (await rowCount()) === queued.length);
+      assert.deepEqual(await storedIds(), sorted(queued));
+      await survivor.stop();
+      assert.deepEqual(await queue.depth(), { queued: 0, retry: 0, dead: 0, processing: 0 });
+    });
+
+    await t.step(
+      "redelivery after a crash between commit and acknowledgement makes no duplicate",
+      async () => {
+        const { name, queue } = await freshQueue();
+        const queued = users(1_500);
+        await enqueue(queue, queued);
+        const crashing = new TaskProcess("consumer", envFor(name, { FAULT_CRASH_AT: "stored" }));
+        assertKilled(await crashing.status, crashing.output);
+        // The batch is committed but not acknowledged: stored and still held.
+        assert.equal(await rowCount(), 1_000);
+        assert.equal((await queue.depth()).processing, 1_000);
+
+        await using survivor = new TaskProcess("consumer", envFor(name));
+        await waitFor("everything drained", async () => {
+          const depth = await queue.depth();
+          return depth.queued + depth.retry + depth.processing === 0;
+        });
+        await survivor.stop();
+        assert.deepEqual(await storedIds(), sorted(queued));
+        assert.equal((await queue.depth()).dead, 0);
+      },
+    );
+
+    await t.step(
+      "POST /users through the API reaches the table under the id it answered",
+      async () => {
+        const { name } = await freshQueue();
+        const port = 20_000 + Math.floor(Math.random() * 20_000);
+        await using server = new TaskProcess("server", envFor(name, { PORT: String(port) }));
+        await using consumer = new TaskProcess("consumer", envFor(name));
+        await waitFor(
+          "the API to listen",
+          () => fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false),
+        );
+        // The course's curl: no JSON content type.
+        const res = await fetch(`http://127.0.0.1:${port}/users`, {
+          method: "POST",
+          body: '{"name": "Queueing"}',
+          headers: { "Content-Type": "application/x-www-form-urlencoded" },
+        });
+        assert.equal(res.status, 202);
+        const { id } = await res.json();
+        assert.equal(res.headers.get("Location"), `/users/${id}`);
+        await waitFor("the user to be stored", async () => {
+          const lookup = await fetch(`http://127.0.0.1:${port}${res.headers.get("Location")}`);
+          await lookup.body?.cancel();
+          return lookup.status === 200;
+        });
+        const [row] = await sql`select name from users where id = ${id}`;
+        assert.equal(row?.name, "Queueing");
+        assert.equal((await server.stop()).code, 0);
+        assert.equal((await consumer.stop()).code, 0);
+      },
+    );
+  } finally {
+    redis.disconnect();
+    await sql.end();
+  }
+});
