@@ -35,13 +35,16 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
   try {
     let queueCounter = 0;
     /** A fresh queue name and an empty table for each test. */
-    async function freshQueue() {
+    const freshQueue = async () => {
       await sql`truncate users`;
       const name = `pipeline${++queueCounter}`;
       return { name, queue: new RedisQueue(redis, queueKeys(name)) };
-    }
+    };
 
-    function envFor(queueName: string, extra: Record<string, string> = {}): Record<string, string> {
+    const envFor = (
+      queueName: string,
+      extra: Record<string, string> = {},
+    ): Record<string, string> => {
       return {
         ...Deno.env.toObject(),
         ...pgServer.env,
@@ -52,39 +55,39 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
         RECOVERY_INTERVAL_MS: "200",
         ...extra,
       };
-    }
+    };
 
-    function users(count: number, prefix = "user"): UserEnvelope[] {
+    const users = (count: number, prefix = "user"): UserEnvelope[] => {
       return Array.from({ length: count }, (_, i) => ({
         id: uuidv7(),
         name: `${prefix} ${i}`,
         enqueued_at: Date.now(),
       }));
-    }
+    };
 
-    async function enqueue(queue: RedisQueue, batch: readonly UserEnvelope[]) {
+    const enqueue = async (queue: RedisQueue, batch: readonly UserEnvelope[]) => {
       for (let i = 0; i < batch.length; i += 500) {
         await queue.enqueue(10_000_000, ...batch.slice(i, i + 500).map(encodeEnvelope));
       }
-    }
+    };
 
-    async function storedIds(): Promise<string[]> {
+    const storedIds = async (): Promise<string[]> => {
       return (await sql<{ id: string }[]>`select id from users order by id`).map((row) => row.id);
-    }
+    };
 
-    async function rowCount(): Promise<number> {
+    const rowCount = async (): Promise<number> => {
       const [row] = await sql<{ count: number }[]>`select count(*)::int as count from users`;
       return row?.count ?? 0;
-    }
+    };
 
     /** `deno task` reports its script's SIGKILL as exit code 137 (128 + 9). */
-    function assertKilled(status: Deno.CommandStatus, output: readonly string[]) {
+    const assertKilled = (status: Deno.CommandStatus, output: readonly string[]) => {
       assert.ok(status.signal === "SIGKILL" || status.code === 137, output.join("\n"));
-    }
+    };
 
-    function sorted(batch: readonly UserEnvelope[]): string[] {
+    const sorted = (batch: readonly UserEnvelope[]): string[] => {
       return batch.map((u) => u.id).sort();
-    }
+    };
 
     for (const mode of ["batch", "single"] as const) {
       await t.step(`consumer in ${mode} mode stores every queued user exactly once`, async () => {

@@ -12,7 +12,11 @@ export class TaskProcess implements AsyncDisposable {
   readonly #child: Deno.ChildProcess;
   readonly status: Promise<Deno.CommandStatus>;
 
-  constructor(task: "server" | "consumer" | "migrate", env: Record<string, string>, name = task) {
+  constructor(
+    task: "server" | "consumer" | "migrate",
+    env: Record<string, string>,
+    name: string = task,
+  ) {
     this.name = name;
     this.#child = new Deno.Command(Deno.execPath(), {
       args: ["task", "-q", task],

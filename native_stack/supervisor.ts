@@ -1,0 +1,571 @@
+/**
+ * The native stack: what compose.yaml runs, as local processes. PostgreSQL and
+ * Redis first, then the migration (once, before any replica starts), then the
+ * API replicas and the consumers, then Traefik in front of the replicas. Every
+ * process that dies without being asked to is restarted (compose's
+ * `restart: unless-stopped`). {@linkcode NativeStack.stop} stops them in
+ * dependency order so nothing accepted is lost: the API and the consumers
+ * first (they finish or hand back what they hold), then Traefik, then Redis
+ * (a clean shutdown flushes the AOF, so what is still queued is drained on
+ * the next start), then PostgreSQL.
+ *
+ * @module
+ */
+
+import { parse, stringify } from "yaml";
+import { consoleSink, type LineSink } from "./line_output.ts";
+import { PostgresServer, serverUser, userCanSearch } from "./postgres_server.ts";
+import { RedisServer } from "./redis_server.ts";
+import { ServiceProcess, signalGroup } from "./service_process.ts";
+import { nativeStaticConfig, routesConfig } from "./traefik_config.ts";
+
+/** The loopback ports of one stack. */
+export interface StackPorts {
+  /** Traefik's `web` entry point. */
+  http: number;
+  /** PostgreSQL. */
+  postgres: number;
+  /** Redis. */
+  redis: number;
+  /** One per API replica; their number is the number of replicas. */
+  api: readonly number[];
+}
+
+/** Options of {@linkcode startStack}. */
+export interface StackOptions {
+  /** The repo root: deno.json, project.env, redis/redis.conf, traefik/traefik.yml. */
+  repoDir: string;
+  /** Where the data, the generated Traefik files and stack.json go; created if missing. */
+  stateDir: string;
+  /** project.env, parsed; only hosts and ports are overridden. */
+  projectEnv: Readonly<Record<string, string>>;
+  /** The ports; `api` also says how many API replicas run. */
+  ports: StackPorts;
+  /** How many consumers run. @default 2 */
+  consumers?: number;
+  /** Where PostgreSQL's programs are. @default findPostgresBinDir() */
+  postgresBinDir?: string;
+  /** Where every child's output lines go. @default consoleSink() */
+  output?: LineSink;
+  /** Where the supervisor's own messages go. @default output("stack", message) */
+  log?: (message: string) => void;
+  /** How long an API replica or consumer gets to stop before SIGKILL. @default 30_000 */
+  stopTimeoutMs?: number;
+  /** How long each process gets to become ready. @default 60_000 */
+  readyTimeoutMs?: number;
+}
+
+/** What each process exited with when the stack stopped. */
+export interface StackExit {
+  /** Whether every process exited with code 0. */
+  clean: boolean;
+  /** Exit status by process name; undefined for one that was not running. */
+  statuses: Record<string, Deno.CommandStatus | undefined>;
+}
+
+/** The contents of `<stateDir>/stack.json`, which `./stack psql|redis-cli|k6` read. */
+export interface StackState {
+  /** The supervisor's pid. */
+  pid: number;
+  /** Whether every process has started and answered once. */
+  ready: boolean;
+  repoDir: string;
+  stateDir: string;
+  http: { port: number; url: string };
+  postgres: {
+    port: number;
+    pid: number | undefined;
+    dataDir: string;
+    env: Record<string, string>;
+  };
+  redis: { port: number; pid: number | undefined; url: string; dir: string };
+  traefik: { pid: number | undefined; configFile: string };
+  servers: { name: string; port: number; pid: number | undefined; restarts: number }[];
+  consumers: { name: string; pid: number | undefined; restarts: number }[];
+}
+
+/** The state file's name inside the state dir. */
+export const STATE_FILE = "stack.json";
+
+/** Ports `base`, `base + 1`, … for `count` API replicas. */
+export function apiPorts(base: number, count: number): number[] {
+  return Array.from({ length: count }, (_, index) => base + index);
+}
+
+/**
+ * The environment of the API replicas, the consumers and the migration:
+ * project.env with the hosts and ports pointed at the local servers (the
+ * credentials in REDIS_URL are kept).
+ */
+export function serviceEnv(
+  projectEnv: Readonly<Record<string, string>>,
+  ports: { postgres: number; redis: number },
+): Record<string, string> {
+  const redis = new URL(projectEnv.REDIS_URL || "redis://localhost:6379");
+  redis.hostname = "127.0.0.1";
+  redis.port = String(ports.redis);
+  return {
+    ...projectEnv,
+    PGHOST: "127.0.0.1",
+    PGPORT: String(ports.postgres),
+    REDIS_URL: redis.href,
+  };
+}
+
+/**
+ * PostgreSQL's data dir: inside the state dir, unless the supervisor runs as
+ * root and the `postgres` user it runs the server as cannot reach the state
+ * dir (a clone under /root): then a dir under /var/tmp named after the state dir.
+ */
+export async function postgresDataDir(stateDir: string): Promise<string> {
+  const user = await serverUser();
+  await Deno.mkdir(stateDir, { recursive: true });
+  if (user === undefined || await userCanSearch(stateDir, user)) return `${stateDir}/postgres`;
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(stateDir));
+  const hex = Array.from(
+    new Uint8Array(digest).slice(0, 6),
+    (byte) => byte.toString(16).padStart(2, "0"),
+  ).join("");
+  await Deno.mkdir("/var/tmp/users-pipeline", { recursive: true, mode: 0o755 });
+  return `/var/tmp/users-pipeline/postgres-${hex}`;
+}
+
+/**
+ * Checks that every port of the stack is distinct and free on 127.0.0.1, so
+ * that a readiness check never mistakes another program (another stack's
+ * PostgreSQL, say) for ours.
+ *
+ * @throws {RangeError} naming the first port in use or given twice.
+ */
+export function checkPortsFree(ports: StackPorts): void {
+  const named: [string, number][] = [
+    ["Traefik (http)", ports.http],
+    ["PostgreSQL", ports.postgres],
+    ["Redis", ports.redis],
+    ...ports.api.map((port, index): [string, number] => [`server-${index + 1}`, port]),
+  ];
+  const seen = new Map<number, string>();
+  for (const [name, port] of named) {
+    const other = seen.get(port);
+    if (other !== undefined) {
+      throw new RangeError(
+        `Cannot start the stack as ${name} and ${other} would share a port: current value is ${port}`,
+      );
+    }
+    seen.set(port, name);
+    try {
+      Deno.listen({ hostname: "127.0.0.1", port }).close();
+    } catch (error) {
+      if (!(error instanceof Deno.errors.AddrInUse)) throw error;
+      throw new RangeError(
+        `Cannot start the stack as ${name}'s port is in use by another program: current value is ${port}`,
+        { cause: error },
+      );
+    }
+  }
+}
+
+/** How often the readiness of an HTTP endpoint is polled. */
+const POLL_MS = 100;
+
+/**
+ * Waits until `url` answers 200.
+ *
+ * @throws {Error} when `alive()` turns false or the wait times out.
+ */
+async function waitForHttp(url: string, timeoutMs: number, alive: () => boolean): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = "no answer";
+  while (Date.now() < deadline) {
+    if (!alive()) throw new Error(`Cannot reach ${url} as its process exited`);
+    try {
+      const response = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+      await response.body?.cancel();
+      if (response.status === 200) return;
+      last = `status ${response.status}`;
+    } catch (error) {
+      last = String(error);
+    }
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+  throw new Error(`Cannot reach ${url} within ${timeoutMs} ms: last answer was ${last}`);
+}
+
+async function writeFileAtomically(path: string, text: string): Promise<void> {
+  await Deno.writeTextFile(`${path}.tmp`, text);
+  await Deno.rename(`${path}.tmp`, path);
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
+}
+
+/** A running native stack; {@linkcode startStack} creates and starts one. */
+export class NativeStack implements AsyncDisposable {
+  /** The ports in use. */
+  readonly ports: StackPorts;
+  /** `http://127.0.0.1:<http port>`: Traefik, the way clients reach the API. */
+  readonly url: string;
+  /** The environment the API replicas and consumers get (PORT aside). */
+  readonly env: Record<string, string>;
+  /** The API replicas (`server-1`, …). */
+  readonly servers: ServiceProcess[] = [];
+  /** The consumers (`consumer-1`, …). */
+  readonly consumers: ServiceProcess[] = [];
+  /** The PostgreSQL server, once started. */
+  postgres: PostgresServer | undefined;
+  /** The Redis server, once started. */
+  redis: RedisServer | undefined;
+  /** Traefik, once started. */
+  traefik: ServiceProcess | undefined;
+
+  readonly #options: StackOptions;
+  readonly #output: LineSink;
+  readonly #log: (message: string) => void;
+  readonly #statePath: string;
+  #dataDir = "";
+  #ready = false;
+  #stopping: Promise<StackExit> | undefined;
+  readonly #stopped = Promise.withResolvers<StackExit>();
+  #stateWrites: Promise<void> = Promise.resolve();
+
+  /** Prepares a stack without starting it; {@linkcode start} starts it. */
+  constructor(options: StackOptions) {
+    this.#options = options;
+    this.ports = options.ports;
+    this.url = `http://127.0.0.1:${options.ports.http}`;
+    this.env = serviceEnv(options.projectEnv, options.ports);
+    const names = [
+      "postgres",
+      "traefik",
+      "migrate",
+      `server-${options.ports.api.length}`,
+      `consumer-${options.consumers ?? 2}`,
+    ];
+    this.#output = options.output ?? consoleSink(Math.max(...names.map((name) => name.length)));
+    this.#log = options.log ?? ((message) => this.#output("stack", message));
+    this.#statePath = `${options.stateDir}/${STATE_FILE}`;
+  }
+
+  /** Settles once a {@linkcode stop} (from anywhere) has stopped everything. */
+  get stopped(): Promise<StackExit> {
+    return this.#stopped.promise;
+  }
+
+  /** Whether {@linkcode stop} was called. */
+  get stopping(): boolean {
+    return this.#stopping !== undefined;
+  }
+
+  /** Every supervised process by name. */
+  get processes(): Map<string, ServiceProcess> {
+    let postgres: ServiceProcess | undefined;
+    try {
+      postgres = this.postgres?.process;
+    } catch {
+      // not started yet
+    }
+    const all = [
+      postgres,
+      this.redis?.process,
+      this.traefik,
+      ...this.servers,
+      ...this.consumers,
+    ];
+    return new Map(all.filter((process) => process !== undefined).map((p) => [p.name, p]));
+  }
+
+  /**
+   * Starts every process in order and waits until the API answers through
+   * Traefik. On failure, stops what was started and throws.
+   */
+  async start(): Promise<void> {
+    const options = this.#options;
+    const readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
+    checkPortsFree(this.ports);
+    try {
+      await Deno.mkdir(options.stateDir, { recursive: true });
+      await this.#startDatabases(readyTimeoutMs);
+      this.#checkNotStopping();
+      await this.#writeState();
+      await this.#migrate();
+      this.#checkNotStopping();
+      this.#startReplicas();
+      await Promise.all(
+        this.servers.map((server, index) =>
+          waitForHttp(
+            `http://127.0.0.1:${this.ports.api[index]}/health`,
+            readyTimeoutMs,
+            () => server.running || server.restarts > 0,
+          )
+        ),
+      );
+      this.#checkNotStopping();
+      await this.#startTraefik();
+      await waitForHttp(`${this.url}/health`, readyTimeoutMs, () => this.traefik?.running ?? false);
+      this.#checkNotStopping();
+      this.#ready = true;
+      await this.#writeState();
+      this.#announce();
+    } catch (error) {
+      await this.stop();
+      throw error;
+    }
+  }
+
+  /**
+   * Stops everything in dependency order and settles with each exit status.
+   * A second call returns the first call's promise.
+   */
+  stop(): Promise<StackExit> {
+    this.#stopping ??= this.#stopAll().then((exit) => {
+      this.#stopped.resolve(exit);
+      return exit;
+    });
+    return this.#stopping;
+  }
+
+  /** SIGKILLs every process group at once: the second Ctrl-C. */
+  kill(): void {
+    for (const process of this.processes.values()) {
+      if (process.pid !== undefined) signalGroup(process.pid, "SIGKILL");
+    }
+  }
+
+  /** Stops the stack. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  #checkNotStopping(): void {
+    if (this.stopping) throw new Error("Cannot finish starting the stack as it is stopping");
+  }
+
+  async #startDatabases(readyTimeoutMs: number): Promise<void> {
+    const { repoDir, stateDir, projectEnv } = this.#options;
+    const onStart = () => this.#scheduleStateWrite();
+    this.#dataDir = await postgresDataDir(stateDir);
+    this.postgres = new PostgresServer({
+      port: this.ports.postgres,
+      dataDir: this.#dataDir,
+      user: projectEnv.POSTGRES_USER || projectEnv.PGUSER || "postgres",
+      password: projectEnv.POSTGRES_PASSWORD || projectEnv.PGPASSWORD || "",
+      database: projectEnv.POSTGRES_DB || projectEnv.PGDATABASE || "postgres",
+      binDir: this.#options.postgresBinDir,
+      output: this.#output,
+      log: this.#log,
+      restart: "unless-stopped",
+      onStart,
+      readyTimeoutMs,
+    });
+    const configFile = `${repoDir}/redis/redis.conf`;
+    this.redis = new RedisServer({
+      port: this.ports.redis,
+      dir: `${stateDir}/redis`,
+      configFile: await exists(configFile) ? configFile : undefined,
+      output: this.#output,
+      log: this.#log,
+      restart: "unless-stopped",
+      onStart,
+      readyTimeoutMs,
+    });
+    const results = await Promise.allSettled([this.postgres.start(), this.redis.start()]);
+    const failure = results.find((result) => result.status === "rejected");
+    if (failure) throw failure.reason;
+  }
+
+  async #migrate(): Promise<void> {
+    const migrate = new ServiceProcess({
+      name: "migrate",
+      command: Deno.execPath(),
+      args: ["task", "migrate"],
+      cwd: this.#options.repoDir,
+      env: this.env,
+      output: this.#output,
+      log: () => {},
+    });
+    migrate.start();
+    const status = await migrate.exited;
+    if (!status.success) {
+      throw new Error(
+        `Cannot start the stack as the migration exited with code ${status.code}; see migrate's output above`,
+      );
+    }
+  }
+
+  #startReplicas(): void {
+    const { repoDir, consumers = 2 } = this.#options;
+    const common = {
+      command: Deno.execPath(),
+      cwd: repoDir,
+      output: this.#output,
+      log: this.#log,
+      restart: "unless-stopped" as const,
+      onStart: () => this.#scheduleStateWrite(),
+    };
+    for (const [index, port] of this.ports.api.entries()) {
+      const server = new ServiceProcess({
+        ...common,
+        name: `server-${index + 1}`,
+        args: ["task", "server"],
+        env: { ...this.env, PORT: String(port) },
+      });
+      this.servers.push(server);
+      server.start();
+    }
+    for (let index = 0; index < consumers; index++) {
+      const consumer = new ServiceProcess({
+        ...common,
+        name: `consumer-${index + 1}`,
+        args: ["task", "consumer"],
+        env: this.env,
+      });
+      this.consumers.push(consumer);
+      consumer.start();
+    }
+  }
+
+  async #startTraefik(): Promise<void> {
+    const { repoDir, stateDir } = this.#options;
+    const traefikDir = `${stateDir}/traefik`;
+    const dynamicDir = `${traefikDir}/dynamic`;
+    await Deno.mkdir(dynamicDir, { recursive: true });
+    const source = parse(await Deno.readTextFile(`${repoDir}/traefik/traefik.yml`));
+    const config = nativeStaticConfig(source, {
+      address: `127.0.0.1:${this.ports.http}`,
+      dynamicDir: await Deno.realPath(dynamicDir),
+    });
+    const header = "# Generated by native_stack/ from traefik/traefik.yml on every start.\n";
+    const configFile = `${traefikDir}/traefik.yml`;
+    await writeFileAtomically(configFile, header + stringify(config));
+    const servers = this.ports.api.map((port) => `http://127.0.0.1:${port}`);
+    await writeFileAtomically(
+      `${dynamicDir}/routes.yml`,
+      header + stringify(routesConfig(servers)),
+    );
+    this.traefik = new ServiceProcess({
+      name: "traefik",
+      command: "traefik",
+      args: [`--configFile=${await Deno.realPath(configFile)}`],
+      cwd: traefikDir,
+      output: this.#output,
+      log: this.#log,
+      restart: "unless-stopped",
+      onStart: () => this.#scheduleStateWrite(),
+    });
+    this.traefik.start();
+  }
+
+  #announce(): void {
+    const { http, postgres, redis, api } = this.ports;
+    const log = this.#log;
+    log(`ready: POST ${this.url}/users   GET ${this.url}/users/:id   GET ${this.url}/health`);
+    log(`API replicas on ${api.map((port) => `127.0.0.1:${port}`).join(", ")} behind Traefik`);
+    log(`consumers: ${this.consumers.length}`);
+    log(`PostgreSQL on 127.0.0.1:${postgres} (./stack psql), data in ${this.#dataDir}`);
+    log(`Redis on 127.0.0.1:${redis} (./stack redis-cli)`);
+    log(`load test: ./stack k6 <script>.js (BASE_URL=http://127.0.0.1:${http})`);
+    log("Ctrl-C stops everything; what is still queued stays in Redis for the next start");
+  }
+
+  #state(): StackState {
+    const { repoDir, stateDir } = this.#options;
+    return {
+      pid: Deno.pid,
+      ready: this.#ready,
+      repoDir,
+      stateDir,
+      http: { port: this.ports.http, url: this.url },
+      postgres: {
+        port: this.ports.postgres,
+        pid: this.postgres?.pid,
+        dataDir: this.#dataDir,
+        env: this.postgres?.env ?? {},
+      },
+      redis: {
+        port: this.ports.redis,
+        pid: this.redis?.pid,
+        url: this.env.REDIS_URL ?? "",
+        dir: `${stateDir}/redis`,
+      },
+      traefik: { pid: this.traefik?.pid, configFile: `${stateDir}/traefik/traefik.yml` },
+      servers: this.servers.map((server, index) => ({
+        name: server.name,
+        port: this.ports.api[index] ?? 0,
+        pid: server.pid,
+        restarts: server.restarts,
+      })),
+      consumers: this.consumers.map((consumer) => ({
+        name: consumer.name,
+        pid: consumer.pid,
+        restarts: consumer.restarts,
+      })),
+    };
+  }
+
+  /** Rewrites stack.json after a restart changed a pid; writes never overlap. */
+  #scheduleStateWrite(): void {
+    if (this.stopping) return;
+    this.#stateWrites = this.#stateWrites.then(() => this.#writeState()).catch((error) =>
+      this.#log(`could not write ${this.#statePath}: ${error}`)
+    );
+  }
+
+  async #writeState(): Promise<void> {
+    if (this.stopping) return;
+    await writeFileAtomically(this.#statePath, JSON.stringify(this.#state(), null, 2) + "\n");
+  }
+
+  async #stopAll(): Promise<StackExit> {
+    const statuses: Record<string, Deno.CommandStatus | undefined> = {};
+    const stopTimeoutMs = this.#options.stopTimeoutMs ?? 30_000;
+    // One failing step must not leave the later processes running.
+    const step = async (name: string, stop: () => Promise<Deno.CommandStatus | undefined>) => {
+      try {
+        statuses[name] = await stop();
+      } catch (error) {
+        this.#log(`could not stop ${name}: ${error}`);
+        statuses[name] = undefined;
+      }
+    };
+    this.#log("stopping: API replicas and consumers first");
+    await Promise.all(
+      [...this.servers, ...this.consumers].map((process) =>
+        step(process.name, () => process.stop({ signal: "SIGTERM", timeoutMs: stopTimeoutMs }))
+      ),
+    );
+    const traefik = this.traefik;
+    if (traefik) {
+      await step("traefik", () => traefik.stop({ signal: "SIGTERM", timeoutMs: 15_000 }));
+    }
+    const redis = this.redis;
+    if (redis) await step("redis", () => redis.stop());
+    const postgres = this.postgres;
+    if (postgres) await step("postgres", () => postgres.stop("fast"));
+    await this.#stateWrites;
+    await Deno.remove(this.#statePath).catch(() => {});
+    const clean = Object.values(statuses).every((status) => status?.code === 0);
+    const unclean = Object.entries(statuses).filter(([, status]) => status?.code !== 0);
+    this.#log(
+      clean
+        ? "stopped"
+        : `stopped; not cleanly: ${
+          unclean.map(([name, status]) => `${name} (code ${status?.code})`).join(", ")
+        }`,
+    );
+    return { clean, statuses };
+  }
+}
+
+/** Starts a native stack and returns it once the API answers through Traefik. */
+export async function startStack(options: StackOptions): Promise<NativeStack> {
+  const stack = new NativeStack(options);
+  await stack.start();
+  return stack;
+}

@@ -1,0 +1,77 @@
+import assert from "node:assert/strict";
+import { parse } from "yaml";
+import { nativeStaticConfig, routesConfig } from "./traefik_config.ts";
+
+const COMPOSE_STYLE = `
+entryPoints:
+  web:
+    address: ":8000"
+  metrics:
+    address: ":8082"
+providers:
+  docker:
+    exposedByDefault: false
+  file:
+    directory: ./dynamic
+    watch: false
+log:
+  level: INFO
+`;
+
+Deno.test("nativeStaticConfig() drops the docker provider and points the file provider at the state dir", () => {
+  const config = nativeStaticConfig(parse(COMPOSE_STYLE), {
+    address: "127.0.0.1:18000",
+    dynamicDir: "/state/traefik/dynamic",
+  });
+  assert.deepEqual(config, {
+    entryPoints: {
+      web: { address: "127.0.0.1:18000" },
+      metrics: { address: "127.0.0.1:8082" },
+    },
+    providers: { file: { directory: "/state/traefik/dynamic", watch: true } },
+    log: { level: "INFO" },
+    global: { checkNewVersion: false, sendAnonymousUsage: false },
+  });
+});
+
+Deno.test("nativeStaticConfig() does not modify its input", () => {
+  const input = parse(COMPOSE_STYLE);
+  const before = structuredClone(input);
+  nativeStaticConfig(input, { address: "127.0.0.1:1", dynamicDir: "/d" });
+  assert.deepEqual(input, before);
+});
+
+Deno.test("nativeStaticConfig() adds a file provider when there are no providers", () => {
+  const config = nativeStaticConfig({ entryPoints: { web: { address: ":80" } } }, {
+    address: "127.0.0.1:2",
+    dynamicDir: "/d",
+  });
+  assert.deepEqual(config.providers, { file: { directory: "/d", watch: true } });
+});
+
+Deno.test("nativeStaticConfig() throws a TypeError without a web entry point", () => {
+  assert.throws(
+    () => nativeStaticConfig({ entryPoints: {} }, { address: "a", dynamicDir: "d" }),
+    { name: "TypeError", message: /no entryPoints.web/ },
+  );
+  assert.throws(() => nativeStaticConfig(null, { address: "a", dynamicDir: "d" }), TypeError);
+});
+
+Deno.test("routesConfig() balances PathPrefix(`/`) on web over every replica", () => {
+  const config = routesConfig(["http://127.0.0.1:1", "http://127.0.0.1:2"]);
+  assert.deepEqual(config, {
+    http: {
+      routers: {
+        server: { rule: "PathPrefix(`/`)", entryPoints: ["web"], service: "server" },
+      },
+      services: {
+        server: {
+          loadBalancer: {
+            servers: [{ url: "http://127.0.0.1:1" }, { url: "http://127.0.0.1:2" }],
+            healthCheck: { path: "/health", interval: "1s", timeout: "1s" },
+          },
+        },
+      },
+    },
+  });
+});

@@ -1,0 +1,222 @@
+/**
+ * The native stack end to end (k6 through Traefik to PostgreSQL), and the
+ * Redis and PostgreSQL harness the other integration tests build on.
+ */
+
+import assert from "node:assert/strict";
+import { Redis } from "ioredis";
+import postgres from "postgres";
+import { queueKeys } from "../queue/keys.ts";
+import {
+  migrate,
+  projectEnv,
+  REPO_DIR,
+  startPostgres,
+  startRedis,
+  startTestStack,
+  type TestStack,
+} from "./services.ts";
+
+/** How long the consumers get to drain what k6 queued: far more than a few thousand rows need. */
+const DRAIN_TIMEOUT_MS = 60_000;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Runs `test` and, if it fails, shows the stack's last output lines with the error. */
+async function withStackOutput(stack: TestStack, test: () => Promise<void>): Promise<void> {
+  try {
+    await test();
+  } catch (error) {
+    console.error(`--- last lines of the stack's output ---\n${stack.output.tail(80)}`);
+    throw error;
+  }
+}
+
+/** Runs k6 on tests/smoke-k6.js against `baseUrl` and returns the ids it logged as accepted. */
+async function runSmokeK6(baseUrl: string): Promise<string[]> {
+  const result = await new Deno.Command("k6", {
+    args: [
+      "run",
+      "--log-format=raw",
+      "--no-color",
+      "--quiet",
+      "-e",
+      `BASE_URL=${baseUrl}`,
+      "tests/smoke-k6.js",
+    ],
+    cwd: REPO_DIR,
+    stdin: "null",
+  }).output();
+  const decoder = new TextDecoder();
+  const output = decoder.decode(result.stdout) + decoder.decode(result.stderr);
+  assert.equal(result.code, 0, `k6 failed (99 means a threshold failed):\n${output.slice(-4000)}`);
+  return output.split("\n").flatMap((line) => {
+    const match = /^accepted (\S+)$/.exec(line.trim());
+    return match?.[1] === undefined ? [] : [match[1]];
+  });
+}
+
+Deno.test("the native stack stores exactly the users k6 got 202 for, then stops cleanly", async () => {
+  await using test = await startTestStack({ servers: 2, consumers: 2 });
+  const { stack } = test;
+  const sql = postgres({
+    ...postgresConnection(stack.env),
+    max: 1,
+    onnotice: () => {},
+  });
+  const redis = new Redis(stack.env.REDIS_URL ?? "", { lazyConnect: true });
+  try {
+    await withStackOutput(test, async () => {
+      const accepted = await runSmokeK6(stack.url);
+      console.log(`k6 got 202 for ${accepted.length} users`);
+      assert.ok(accepted.length >= 50, `k6 logged only ${accepted.length} accepted ids`);
+
+      // The course's command: curl -X POST …/users -d '{"name": "Queueing"}' sends the JSON
+      // with curl's default form content type.
+      const response = await fetch(`${stack.url}/users`, {
+        method: "POST",
+        body: '{"name": "Queueing"}',
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+      });
+      assert.equal(response.status, 202);
+      const { id } = await response.json();
+      assert.match(id, UUID);
+      accepted.push(id);
+
+      const expected = new Set(accepted);
+      assert.equal(expected.size, accepted.length, "the API handed out an id twice");
+      const deadline = Date.now() + DRAIN_TIMEOUT_MS;
+      while (Date.now() < deadline) {
+        const [row] = await sql<{ stored: number }[]>`select count(*)::int as stored from users`;
+        if ((row?.stored ?? 0) >= expected.size) break;
+        await delay(200);
+      }
+      const rows = await sql<{ id: string }[]>`select id::text from users`;
+      const ids = rows.map((row) => row.id);
+      assert.equal(new Set(ids).size, ids.length, "a user was stored twice");
+      assert.deepEqual(
+        { missing: [...expected].filter((id) => !ids.includes(id)).length, total: ids.length },
+        { missing: 0, total: expected.size },
+      );
+      assert.deepEqual(new Set(ids), expected);
+
+      await redis.connect();
+      const keys = queueKeys(projectEnv().QUEUE_NAME ?? "users");
+      assert.equal(await redis.llen(keys.queue), 0, "the queue was not drained");
+    });
+  } finally {
+    redis.disconnect();
+    await sql.end({ timeout: 5 });
+  }
+
+  const exit = await stack.stop();
+  assert.deepEqual(Object.keys(exit.statuses).toSorted(), [
+    "consumer-1",
+    "consumer-2",
+    "postgres",
+    "redis",
+    "server-1",
+    "server-2",
+    "traefik",
+  ]);
+  assert.ok(exit.clean, `not every process exited with 0: ${JSON.stringify(exit.statuses)}`);
+  await assert.rejects(Deno.stat(`${test.stateDir}/stack.json`), Deno.errors.NotFound);
+});
+
+Deno.test("the native stack restarts an API replica that was killed", async () => {
+  await using test = await startTestStack({ servers: 1, consumers: 1 });
+  const { stack } = test;
+  await withStackOutput(test, async () => {
+    const [server] = stack.servers;
+    assert.ok(server);
+    server.kill("SIGKILL");
+    const status = await server.exited;
+    assert.equal(status.code, 137);
+    const deadline = Date.now() + 30_000;
+    let healthy = false;
+    while (!healthy && Date.now() < deadline) {
+      await delay(200);
+      const response = await fetch(`${stack.url}/health`).catch(() => undefined);
+      await response?.body?.cancel();
+      healthy = server.restarts === 1 && response?.status === 200;
+    }
+    assert.ok(healthy, "server-1 did not come back behind Traefik within 30 s");
+    assert.ok(
+      test.output.lines.includes("stack | server-1 exited with code 137; restarting"),
+      "the restart was not announced",
+    );
+    const state = JSON.parse(await Deno.readTextFile(`${test.stateDir}/stack.json`));
+    assert.equal(state.servers[0].pid, server.pid);
+  });
+  const exit = await stack.stop();
+  assert.ok(exit.clean, JSON.stringify(exit.statuses));
+});
+
+Deno.test("startRedis() keeps acknowledged writes across a SIGKILL and restart (AOF)", async () => {
+  await using service = await startRedis();
+  const redis = new Redis(service.url, { maxRetriesPerRequest: 0, lazyConnect: true });
+  try {
+    await redis.connect();
+    await redis.lpush("survivors", "a", "b", "c");
+    redis.disconnect();
+    service.server.kill("SIGKILL");
+    assert.equal((await service.server.exited).code, 137);
+    await service.server.restart();
+    await redis.connect();
+    assert.deepEqual(await redis.lrange("survivors", 0, -1), ["c", "b", "a"]);
+  } finally {
+    redis.disconnect();
+  }
+});
+
+Deno.test("startPostgres() and migrate() give a users table that survives an immediate stop", async () => {
+  await using service = await startPostgres();
+  assert.match(await migrate(service.env), /schema is up to date/);
+  const before = postgres({ ...postgresConnection(service.env), max: 1, onnotice: () => {} });
+  try {
+    await before`insert into users (id, name, enqueued_at)
+      values ('01890000-0000-7000-8000-000000000001', 'Ada', now())`;
+  } finally {
+    await before.end({ timeout: 5 });
+  }
+  await service.server.stop("immediate");
+  await service.server.start();
+  const after = postgres({ ...postgresConnection(service.env), max: 1, onnotice: () => {} });
+  try {
+    const rows = await after<{ name: string }[]>`select name from users`;
+    assert.deepEqual(rows.map((row) => row.name), ["Ada"]);
+  } finally {
+    await after.end({ timeout: 5 });
+  }
+});
+
+Deno.test("PostgresServer.freeze() stalls queries until thaw()", async () => {
+  await using service = await startPostgres();
+  const sql = postgres({ ...postgresConnection(service.env), max: 1, onnotice: () => {} });
+  try {
+    await sql`select 1`;
+    service.server.freeze();
+    const query = sql`select 2 as answer`.then((rows) => rows[0]?.answer);
+    const first = await Promise.race([query, delay(500).then(() => "stalled")]);
+    assert.equal(first, "stalled");
+    service.server.thaw();
+    assert.equal(await query, 2);
+  } finally {
+    service.server.thaw();
+    await sql.end({ timeout: 5 });
+  }
+});
+
+function postgresConnection(env: Readonly<Record<string, string | undefined>>) {
+  return {
+    host: env.PGHOST,
+    port: Number(env.PGPORT),
+    user: env.PGUSER,
+    password: env.PGPASSWORD,
+    database: env.PGDATABASE,
+  };
+}

@@ -1,0 +1,284 @@
+/**
+ * Real services for the integration tests in tests/: a Redis and a PostgreSQL
+ * server on free loopback ports with their data in temp dirs, the migration,
+ * and a whole native stack, each disposable (`await using`, or `close()`),
+ * which removes its temp dir. The servers are the native stack's own
+ * (`native_stack/`), so tests exercise the same configuration `./stack up`
+ * runs: redis/redis.conf's AOF settings and project.env's credentials.
+ *
+ * The programs come from PATH; `./stack test` puts the tools it installed
+ * first on it, and this module adds that tools dir too (STACK_TOOLS_DIR,
+ * default ~/.cache/users-pipeline/tools) for a plain `deno test`.
+ *
+ * @module
+ */
+
+import { fileURLToPath } from "node:url";
+import { parseEnvFile } from "../native_stack/env_file.ts";
+import type { LineSink } from "../native_stack/line_output.ts";
+import { type PostgresEnv, PostgresServer } from "../native_stack/postgres_server.ts";
+import { RedisServer } from "../native_stack/redis_server.ts";
+import { NativeStack } from "../native_stack/supervisor.ts";
+
+/** The repo root, without a trailing slash. */
+export const REPO_DIR: string = fileURLToPath(new URL("..", import.meta.url)).replace(/\/$/, "");
+
+/** project.env, parsed. */
+export function projectEnv(): Record<string, string> {
+  return parseEnvFile(Deno.readTextFileSync(`${REPO_DIR}/project.env`));
+}
+
+/** Puts the tools dir of `./stack` first on PATH (once), so its traefik and k6 are found. */
+export function useStackTools(): void {
+  const tools = `${
+    Deno.env.get("STACK_TOOLS_DIR") ?? `${Deno.env.get("HOME")}/.cache/users-pipeline/tools`
+  }/bin`;
+  const path = Deno.env.get("PATH") ?? "";
+  if (!path.split(":").includes(tools)) Deno.env.set("PATH", `${tools}:${path}`);
+}
+
+/**
+ * `count` distinct free loopback ports. All are held open together while
+ * they are picked, so no two are the same.
+ */
+export function freePorts(count: number): number[] {
+  const listeners = Array.from(
+    { length: count },
+    () => Deno.listen({ hostname: "127.0.0.1", port: 0 }),
+  );
+  const ports = listeners.map((listener) => (listener.addr as Deno.NetAddr).port);
+  for (const listener of listeners) listener.close();
+  return ports;
+}
+
+/** One free loopback port. */
+export function freePort(): number {
+  return freePorts(1)[0] ?? 0;
+}
+
+/**
+ * Keeps a server's output lines (the last 500) instead of printing them, so
+ * passing tests stay quiet and a failing one can show them.
+ */
+export class OutputBuffer {
+  readonly lines: string[] = [];
+  /** Pass to a server's `output`. */
+  readonly sink: LineSink = (name, line) => {
+    this.lines.push(`${name} | ${line}`);
+    if (this.lines.length > 500) this.lines.shift();
+  };
+
+  /** The last `count` lines, one per line. */
+  tail(count = 60): string {
+    return this.lines.slice(-count).join("\n");
+  }
+}
+
+/** A temp dir that PostgreSQL's system user can reach when the tests run as root. */
+async function makeServiceDir(prefix: string): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix });
+  await Deno.chmod(dir, 0o755);
+  return dir;
+}
+
+/** A disposable Redis server; see {@linkcode startRedis}. */
+export interface TestRedis extends AsyncDisposable {
+  /** The server: `kill()`, `freeze()`, `thaw()`, `restart()`, `exited`. */
+  readonly server: RedisServer;
+  /** `redis://127.0.0.1:<port>`. */
+  readonly url: string;
+  readonly port: number;
+  /** Its output so far. */
+  readonly output: OutputBuffer;
+  /** Stops the server and removes its dir. A second call returns the first promise. */
+  close(): Promise<void>;
+}
+
+/** Options of {@linkcode startRedis}. */
+export interface StartRedisOptions {
+  /** The config file, or null for redis-server's defaults. @default the repo's redis/redis.conf */
+  configFile?: string | null;
+}
+
+/** Starts redis-server with the repo's redis.conf on a free port and a temp data dir. */
+export async function startRedis(options: StartRedisOptions = {}): Promise<TestRedis> {
+  useStackTools();
+  const dir = await makeServiceDir("redis-");
+  const output = new OutputBuffer();
+  const configFile = options.configFile === undefined
+    ? `${REPO_DIR}/redis/redis.conf`
+    : options.configFile ?? undefined;
+  let server: RedisServer;
+  try {
+    server = await RedisServer.start({
+      port: freePort(),
+      dir,
+      configFile,
+      output: output.sink,
+      log: output.sink.bind(null, "test"),
+    });
+  } catch (error) {
+    await Deno.remove(dir, { recursive: true });
+    throw new Error(`${error instanceof Error ? error.message : error}\n${output.tail()}`, {
+      cause: error,
+    });
+  }
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    closing ??= (async () => {
+      await server.stop();
+      await Deno.remove(dir, { recursive: true });
+    })();
+  return {
+    server,
+    url: server.url,
+    port: server.port,
+    output,
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}
+
+/** A disposable PostgreSQL server; see {@linkcode startPostgres}. */
+export interface TestPostgres extends AsyncDisposable {
+  /** The server: `stop(mode)`, `start()`, `kill()`, `freeze()`, `thaw()`, `exited`. */
+  readonly server: PostgresServer;
+  /** PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE for the database. */
+  readonly env: PostgresEnv;
+  /** `postgres://…` for the database. */
+  readonly url: string;
+  readonly port: number;
+  /** Its output so far. */
+  readonly output: OutputBuffer;
+  /** Stops the server and removes its data dir. A second call returns the first promise. */
+  close(): Promise<void>;
+}
+
+/** Options of {@linkcode startPostgres}. */
+export interface StartPostgresOptions {
+  /** Extra `-c` settings. @default {} */
+  settings?: Record<string, string>;
+}
+
+/**
+ * Starts PostgreSQL on a free port with a fresh cluster in a temp dir, with
+ * project.env's user, password and database (no schema: see {@linkcode migrate}).
+ */
+export async function startPostgres(options: StartPostgresOptions = {}): Promise<TestPostgres> {
+  useStackTools();
+  const env = projectEnv();
+  const dir = await makeServiceDir("postgres-");
+  const output = new OutputBuffer();
+  let server: PostgresServer;
+  try {
+    server = await PostgresServer.start({
+      port: freePort(),
+      dataDir: `${dir}/data`,
+      user: env.POSTGRES_USER ?? "postgres",
+      password: env.POSTGRES_PASSWORD ?? "postgres",
+      database: env.POSTGRES_DB ?? "postgres",
+      binDir: Deno.env.get("STACK_PG_BIN_DIR") || undefined,
+      settings: options.settings,
+      output: output.sink,
+      log: output.sink.bind(null, "test"),
+    });
+  } catch (error) {
+    await Deno.remove(dir, { recursive: true });
+    throw new Error(`${error instanceof Error ? error.message : error}\n${output.tail()}`, {
+      cause: error,
+    });
+  }
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    closing ??= (async () => {
+      await server.stop("fast");
+      await Deno.remove(dir, { recursive: true });
+    })();
+  return {
+    server,
+    env: server.env,
+    url: server.url,
+    port: server.port,
+    output,
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}
+
+/**
+ * Runs `deno task migrate` against the database `env` names and returns its
+ * output.
+ *
+ * @throws {Error} with the output when it exits non-zero.
+ */
+export async function migrate(env: Readonly<Record<string, string>>): Promise<string> {
+  const result = await new Deno.Command(Deno.execPath(), {
+    args: ["task", "--quiet", "migrate"],
+    cwd: REPO_DIR,
+    env: { ...env },
+    stdin: "null",
+  }).output();
+  const decoder = new TextDecoder();
+  const output = decoder.decode(result.stdout) + decoder.decode(result.stderr);
+  if (!result.success) {
+    throw new Error(
+      `Cannot migrate as deno task migrate exited with code ${result.code}:\n${output}`,
+    );
+  }
+  return output;
+}
+
+/** A disposable native stack; see {@linkcode startTestStack}. */
+export interface TestStack extends AsyncDisposable {
+  /** The stack: `url`, `env`, `servers`, `consumers`, `redis`, `postgres`, `traefik`, `stop()`. */
+  readonly stack: NativeStack;
+  /** Every process's output so far. */
+  readonly output: OutputBuffer;
+  /** Its state dir (a temp dir). */
+  readonly stateDir: string;
+  /** Stops the stack if running and removes its state dir. */
+  close(): Promise<void>;
+}
+
+/** Options of {@linkcode startTestStack}. */
+export interface StartTestStackOptions {
+  /** @default 2 */
+  servers?: number;
+  /** @default 2 */
+  consumers?: number;
+  /** How long a replica gets to stop before SIGKILL. @default 30_000 */
+  stopTimeoutMs?: number;
+}
+
+/** Starts the whole native stack on free ports with its state in a temp dir. */
+export async function startTestStack(options: StartTestStackOptions = {}): Promise<TestStack> {
+  useStackTools();
+  const stateDir = await makeServiceDir("stack-");
+  const output = new OutputBuffer();
+  const [http = 0, postgres = 0, redis = 0, ...api] = freePorts(3 + (options.servers ?? 2));
+  const stack = new NativeStack({
+    repoDir: REPO_DIR,
+    stateDir,
+    projectEnv: projectEnv(),
+    ports: { http, postgres, redis, api },
+    consumers: options.consumers ?? 2,
+    postgresBinDir: Deno.env.get("STACK_PG_BIN_DIR") || undefined,
+    output: output.sink,
+    stopTimeoutMs: options.stopTimeoutMs,
+  });
+  try {
+    await stack.start();
+  } catch (error) {
+    await Deno.remove(stateDir, { recursive: true });
+    throw new Error(`${error instanceof Error ? error.message : error}\n${output.tail()}`, {
+      cause: error,
+    });
+  }
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    closing ??= (async () => {
+      await stack.stop();
+      await Deno.remove(stateDir, { recursive: true });
+    })();
+  return { stack, output, stateDir, close, [Symbol.asyncDispose]: close };
+}
