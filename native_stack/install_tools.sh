@@ -193,6 +193,12 @@ ensure_compose() {
 }
 
 # Caches every dependency in deno.lock, so the tasks' --cached-only runs work offline.
+# wrk: the benchmark's HTTP load generator (k6 itself would be the bottleneck on 2 cores).
+ensure_wrk() {
+  if command -v wrk >/dev/null; then return; fi
+  apt_install wrk
+}
+
 ensure_deno_deps() {
   deno install --frozen --quiet
 }

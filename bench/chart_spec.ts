@@ -1,0 +1,205 @@
+/**
+ * The report's chart: a Vega-Lite spec built from one run's results, and its
+ * rendering to SVG through Vega's headless View (`renderer: "none"`, then
+ * `toSVG()`), so no canvas or browser is needed.
+ *
+ * Panels: each figure as a share of its same-run reference (with the issue's
+ * targets marked), then end to end throughput and latency per offered rate,
+ * then memory over time (the growth phase). A panel without data is left out.
+ *
+ * @module
+ */
+
+import * as vega from "vega";
+import { compile, type TopLevelSpec } from "vega-lite";
+import { drainLabel, REFERENCE_BATCH } from "./drain.ts";
+import type { BenchResults } from "./results.ts";
+import { LATENCY_P99_BOUND_MS } from "./targets.ts";
+
+/** One bar of the first panel. */
+export interface RatioRow {
+  readonly phase: string;
+  readonly label: string;
+  readonly ratio: number;
+  /** The issue's target for this bar, if it has one. */
+  readonly target?: number;
+}
+
+/** The bars of the first panel: each figure as a share of its reference. */
+export function ratioRows(results: BenchResults): RatioRow[] {
+  const rows: RatioRow[] = [];
+  if (results.ingest) {
+    rows.push(
+      {
+        phase: "Ingest",
+        label: "ingest: queue mode",
+        ratio: results.ingest.queueRatio,
+        target: 0.85,
+      },
+      { phase: "Ingest", label: "ingest: direct mode", ratio: results.ingest.directRatio },
+    );
+  }
+  if (results.drain) {
+    const reference = results.drain.referenceRowsPerSecond;
+    for (const run of [results.drain.single, ...results.drain.batch]) {
+      const isTarget = run.mode === "batch" && run.batchSize === REFERENCE_BATCH &&
+        run.replicas === 1;
+      rows.push({
+        phase: "Drain",
+        label: `drain: ${drainLabel(run)}`,
+        ratio: run.rowsPerSecond / reference,
+        ...(isTarget ? { target: 0.6 } : {}),
+      });
+    }
+  }
+  return rows;
+}
+
+const WIDTH = 520;
+const LABEL = { field: "label", type: "nominal", sort: null, title: null };
+
+/** The chart's Vega-Lite spec. */
+export function chartSpec(results: BenchResults): TopLevelSpec {
+  const panels: Record<string, unknown>[] = [];
+  const ratios = ratioRows(results);
+  if (ratios.length > 0) {
+    panels.push({
+      title: "Share of the reference measured in the same run (100% = reference; ticks = targets)",
+      data: { values: ratios },
+      width: WIDTH,
+      height: { step: 18 },
+      layer: [
+        {
+          mark: { type: "bar" },
+          encoding: {
+            y: LABEL,
+            x: {
+              field: "ratio",
+              type: "quantitative",
+              axis: { format: "%" },
+              title: "share of the reference",
+            },
+            color: {
+              field: "phase",
+              type: "nominal",
+              title: null,
+              scale: { domain: ["Ingest", "Drain"], range: ["#4c78a8", "#f58518"] },
+            },
+          },
+        },
+        {
+          mark: { type: "text", align: "left", dx: 3 },
+          encoding: {
+            y: LABEL,
+            x: { field: "ratio", type: "quantitative" },
+            text: { field: "ratio", type: "quantitative", format: ".0%" },
+          },
+        },
+        {
+          mark: { type: "tick", color: "#222", thickness: 3 },
+          encoding: { y: LABEL, x: { field: "target", type: "quantitative" } },
+        },
+        {
+          data: { values: [{ one: 1 }] },
+          mark: { type: "rule", strokeDash: [4, 3], color: "#555" },
+          encoding: { x: { field: "one", type: "quantitative" } },
+        },
+      ],
+    });
+  }
+  const e2e = results.endToEnd;
+  if (e2e && e2e.runs.length > 0) {
+    const throughput = e2e.runs.flatMap((r) => [
+      { offered: r.offered, series: "offered", perSecond: r.offered },
+      { offered: r.offered, series: "accepted (202)", perSecond: r.acceptedPerSecond },
+      { offered: r.offered, series: "stored", perSecond: r.storedPerSecond },
+    ]);
+    panels.push({
+      title:
+        `End to end through Traefik: per second, by offered rate (highest sustained ${e2e.maxSustained}/s)`,
+      data: { values: throughput },
+      width: WIDTH,
+      height: 180,
+      mark: { type: "line", point: true },
+      encoding: {
+        x: { field: "offered", type: "quantitative", title: "offered req/s" },
+        y: { field: "perSecond", type: "quantitative", title: "per second" },
+        color: { field: "series", type: "nominal", title: null },
+        strokeDash: { field: "series", type: "nominal", legend: null },
+      },
+    });
+    const latency = e2e.runs.flatMap((r) => [
+      { offered: r.offered, series: "p50", ms: Math.max(r.latencyMs.p50, 0.1) },
+      { offered: r.offered, series: "p99", ms: Math.max(r.latencyMs.p99, 0.1) },
+    ]);
+    panels.push({
+      title:
+        `Enqueue → stored latency (from the table), by offered rate; rule = ${LATENCY_P99_BOUND_MS} ms`,
+      width: WIDTH,
+      height: 160,
+      layer: [
+        {
+          data: { values: latency },
+          mark: { type: "line", point: true },
+          encoding: {
+            x: { field: "offered", type: "quantitative", title: "offered req/s" },
+            y: { field: "ms", type: "quantitative", scale: { type: "log" }, title: "ms (log)" },
+            color: { field: "series", type: "nominal", title: null },
+          },
+        },
+        {
+          data: { values: [{ bound: LATENCY_P99_BOUND_MS }] },
+          mark: { type: "rule", color: "#d62728", strokeDash: [4, 3] },
+          encoding: { y: { field: "bound", type: "quantitative" } },
+        },
+      ],
+    });
+  }
+  const growth = results.growth;
+  if (growth) {
+    const series = [
+      [`consumer, backlog ${growth.small.users.toLocaleString("en-US")}`, growth.small.rssSamples],
+      [`consumer, backlog ${growth.large.users.toLocaleString("en-US")}`, growth.large.rssSamples],
+      ["API under 2× overload", growth.overload.rssSamples],
+    ] as const;
+    panels.push({
+      title: "Resident memory over time (growth phase)",
+      data: {
+        values: series.flatMap(([name, samples]) =>
+          samples.map((s) => ({ series: name, seconds: s.ms / 1000, mib: s.mib }))
+        ),
+      },
+      width: WIDTH,
+      height: 160,
+      mark: { type: "line" },
+      encoding: {
+        x: { field: "seconds", type: "quantitative", title: "seconds since start" },
+        y: { field: "mib", type: "quantitative", title: "RSS MiB" },
+        color: { field: "series", type: "nominal", title: null },
+      },
+    });
+  }
+  // The panels are built as plain objects; compile() checks them when rendering.
+  const spec: Record<string, unknown> = {
+    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+    title: `users pipeline benchmark (${results.run.variant} run, ${
+      results.run.startedAt.slice(0, 16)
+    })`,
+    vconcat: panels,
+    // Each panel has its own series, so its own colours and legend.
+    resolve: { scale: { color: "independent" }, legend: { color: "independent" } },
+    config: { font: "sans-serif", legend: { orient: "right", labelLimit: 320 } },
+    background: "white",
+  };
+  return spec as unknown as TopLevelSpec;
+}
+
+/** Renders a Vega-Lite spec to SVG text, headless. */
+export async function renderSvg(spec: TopLevelSpec): Promise<string> {
+  const view = new vega.View(vega.parse(compile(spec).spec), { renderer: "none" });
+  try {
+    return await view.toSVG();
+  } finally {
+    view.finalize();
+  }
+}

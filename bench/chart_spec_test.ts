@@ -1,0 +1,43 @@
+import assert from "node:assert/strict";
+import { chartSpec, ratioRows, renderSvg } from "./chart_spec.ts";
+import type { BenchResults } from "./results.ts";
+
+/** The results.json of a real quick run. */
+async function quickResults(): Promise<BenchResults> {
+  const url = new URL("./testdata/results_quick.json", import.meta.url);
+  return JSON.parse(await Deno.readTextFile(url));
+}
+
+Deno.test("ratioRows() puts each figure next to its reference, with the targets", async () => {
+  const results = await quickResults();
+  const rows = ratioRows(results);
+  assert.deepEqual(rows.map((r) => r.label), [
+    "ingest: queue mode",
+    "ingest: direct mode",
+    "drain: single",
+    "drain: batch 100 × 1",
+    "drain: batch 1000 × 1",
+    "drain: batch 5000 × 1",
+    "drain: batch 100 × 2",
+    "drain: batch 1000 × 2",
+    "drain: batch 5000 × 2",
+  ]);
+  assert.equal(rows[0]?.ratio, results.ingest?.queueRatio);
+  assert.deepEqual(rows.filter((r) => r.target !== undefined).map((r) => r.target), [0.85, 0.6]);
+});
+
+Deno.test("chartSpec() has one panel per kind of figure, and none without data", async () => {
+  const results = await quickResults();
+  const panels = (spec: unknown) => (spec as { vconcat: unknown[] }).vconcat.length;
+  assert.equal(panels(chartSpec(results)), 4);
+  const { endToEnd: _e2e, growth: _growth, ...onlyRatios } = results;
+  assert.equal(panels(chartSpec(onlyRatios)), 1);
+});
+
+Deno.test("renderSvg() renders the chart headless, labels included", async () => {
+  const svg = await renderSvg(chartSpec(await quickResults()));
+  assert.match(svg, /^<svg /);
+  assert.match(svg, /ingest: queue mode/);
+  assert.match(svg, /Enqueue → stored latency/);
+  assert.match(svg, /<\/svg>$/);
+});

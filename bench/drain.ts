@@ -1,0 +1,339 @@
+/**
+ * Phase 2, drain: how fast consumers move a preloaded backlog into table
+ * `users`, in single mode and in batch mode (1 and 2 replicas, several
+ * BATCH_SIZEs), next to a reference measured in the same run: the same rows
+ * inserted from memory by this process with the same statement
+ * (`insertUsers`) in batches of 1000, one after the other on one connection,
+ * which is what the database takes from this runtime without any queue.
+ *
+ * A drain is timed from the moment the first consumer takes its first batch
+ * (so process start-up is not counted) to the moment the queue and every
+ * processing list are empty, which is after the last batch was committed and
+ * acknowledged; the table is then checked to hold every user.
+ *
+ * @module
+ */
+
+import postgres from "postgres";
+import { queueKeys } from "../queue/keys.ts";
+import { RedisQueue } from "../queue/redis_queue.ts";
+import { insertUsers } from "../schema/users_table.ts";
+import { REPO_DIR } from "../tests/services.ts";
+import { benchPostgresOptions, type BenchServices, freshQueueName } from "./bench_services.ts";
+import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
+import { startDenoProcess, taskCommand } from "./deno_task.ts";
+import { benchUsers, preloadQueue } from "./preload.ts";
+import { peakMiB, readTreeCpuSeconds, type RssSample, sampleRss } from "./process_stats.ts";
+import { formatCount, type Progress } from "./progress.ts";
+
+/** How the consumers of one drain run. */
+export interface DrainSetup {
+  readonly mode: "single" | "batch";
+  /** Rows per statement in batch mode. */
+  readonly batchSize: number;
+  readonly replicas: number;
+  readonly users: number;
+}
+
+/** One timed drain. */
+export interface DrainRun extends DrainSetup {
+  readonly seconds: number;
+  readonly rowsPerSecond: number;
+  /** The largest resident memory of any replica during the drain. */
+  readonly peakRssMiB: number;
+  /** Every RSS sample of the first replica. */
+  readonly rssSamples: readonly RssSample[];
+  /** CPU the consumers used during the drain, in cores. */
+  readonly consumerCores: number;
+  /** CPU PostgreSQL used during the drain, in cores. */
+  readonly postgresCores: number;
+  /** CPU Redis used during the drain, in cores. */
+  readonly redisCores: number;
+  /** Seconds the preload took (not part of the drain). */
+  readonly preloadSeconds: number;
+}
+
+/** One timed reference insert. */
+export interface ReferenceRun {
+  readonly users: number;
+  readonly batch: number;
+  readonly seconds: number;
+  readonly rowsPerSecond: number;
+}
+
+/** Sizes of the drain phase. */
+export interface DrainPlan {
+  /** Backlog of each batch-mode drain and of the reference. */
+  readonly users: number;
+  /** Backlog of the single-mode drain (single mode stores ~1 row per round trip). */
+  readonly singleUsers: number;
+  readonly batchSizes: readonly number[];
+  readonly replicas: readonly number[];
+  /** Backlog of the profiled batch drain (BATCH_SIZE 1000, 1 replica); 0 skips it. */
+  readonly profileUsers: number;
+}
+
+/** Everything the drain phase measured. */
+export interface DrainResult {
+  readonly plan: DrainPlan;
+  /** Before and after the consumers' runs, to see drift. */
+  readonly references: readonly ReferenceRun[];
+  /** The mean of the references' rows/s. */
+  readonly referenceRowsPerSecond: number;
+  readonly single: DrainRun;
+  readonly batch: readonly DrainRun[];
+  readonly profile?: ProfileSummary;
+}
+
+/** The rows per statement of the reference: the consumer's default BATCH_SIZE. */
+export const REFERENCE_BATCH = 1_000;
+
+/** Polls `check` every `intervalMs` until true; throws after `timeoutMs`. */
+async function until(
+  what: string,
+  check: () => Promise<boolean>,
+  intervalMs: number,
+  timeoutMs: number,
+): Promise<number> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) {
+      throw new Error(`Cannot wait any longer for ${what}: not true after ${timeoutMs} ms`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+  return performance.now();
+}
+
+/** Options of {@linkcode timeDrain}. */
+export interface TimeDrainOptions {
+  /** Write the consumers' CPU profiles into this dir. @default none */
+  cpuProfileDir?: string;
+  /** How often the replicas' memory is sampled. @default 250 */
+  rssIntervalMs?: number;
+}
+
+/**
+ * Rows a drain's warm-up stores before the timed drain: two batches per
+ * replica (at least 1000; 200 in single mode), so that the consumers have
+ * connected, prepared their statement and compiled their hot code.
+ */
+export function warmupUsers(setup: Pick<DrainSetup, "mode" | "batchSize" | "replicas">): number {
+  return setup.mode === "single" ? 200 : Math.max(1_000, 2 * setup.batchSize * setup.replicas);
+}
+
+/**
+ * Starts the consumers, warms them up, then hands them `setup.users` queued
+ * users at once and times them until every one is stored.
+ *
+ * The backlog is pushed to a staging list while the consumers idle and then
+ * RENAMEd onto the queue (one atomic step), so the drain starts with the
+ * whole backlog in place and warm consumers; it is timed from the first
+ * batch taken until the queue and every processing list are empty.
+ */
+export async function timeDrain(
+  services: BenchServices,
+  setup: DrainSetup,
+  options: TimeDrainOptions = {},
+): Promise<DrainRun> {
+  const name = freshQueueName("drain");
+  const staging = `${name}:staging`;
+  const queue = new RedisQueue(services.redis, queueKeys(name));
+  await services.resetTable();
+  const consumers = Array.from(
+    { length: setup.replicas },
+    (_, i) =>
+      startDenoProcess(`consumer-${i + 1}`, taskCommand("consumer"), {
+        env: services.serviceEnv({
+          QUEUE_NAME: name,
+          CONSUMER_MODE: setup.mode,
+          BATCH_SIZE: String(setup.batchSize),
+        }),
+        cpuProfileDir: options.cpuProfileDir,
+      }),
+  );
+  let taken = 0;
+  const samplers = consumers.map((c) =>
+    sampleRss(c.pid, options.rssIntervalMs ?? 250, () => taken)
+  );
+  const alive = () => {
+    const dead = consumers.find((c) => !c.process.running);
+    if (dead) throw new Error(`${dead.name} exited during the drain:\n${dead.output.tail(20)}`);
+  };
+  const cpu = async () =>
+    (await readTreeCpuSeconds(consumers.map((c) => c.pid))).reduce((sum, s) => sum + s, 0);
+  const drained = async () => {
+    alive();
+    const depth = await queue.depth();
+    taken = setup.users - depth.queued;
+    return depth.queued + depth.processing === 0;
+  };
+  try {
+    const warmup = warmupUsers(setup);
+    await preloadQueue(queue, warmup);
+    await until(
+      "the warm-up to be stored",
+      async () => {
+        alive();
+        return (await services.rowCount()) === warmup && await drained();
+      },
+      20,
+      120_000,
+    );
+    taken = 0;
+    await services.sql`checkpoint`;
+    const preloadSeconds = await preloadQueue(
+      new RedisQueue(services.redis, queueKeys(staging)),
+      setup.users,
+    );
+    await services.redis.rename(staging, name);
+    const started = await until(
+      "the first batch to be taken",
+      async () => {
+        alive();
+        return (await services.redis.llen(name)) < setup.users;
+      },
+      5,
+      60_000,
+    );
+    const [cpuStart, serversStart] = await Promise.all([cpu(), services.serverCpuSeconds()]);
+    const finished = await until(
+      "the backlog to be stored",
+      drained,
+      5,
+      Math.max(120_000, setup.users / 100 * 1_000),
+    );
+    const [cpuEnd, serversEnd] = await Promise.all([cpu(), services.serverCpuSeconds()]);
+    const seconds = (finished - started) / 1_000;
+    const samples = await Promise.all(samplers.map((s) => s.stop()));
+    const stored = (await services.rowCount()) - warmup;
+    const depth = await queue.depth();
+    if (stored !== setup.users || depth.dead !== 0) {
+      throw new Error(
+        `Cannot trust the drain: ${stored} of ${setup.users} users stored, ${depth.dead} dead-lettered`,
+      );
+    }
+    return {
+      ...setup,
+      seconds,
+      rowsPerSecond: setup.users / seconds,
+      peakRssMiB: Math.max(...samples.map(peakMiB)),
+      rssSamples: samples[0] ?? [],
+      consumerCores: (cpuEnd - cpuStart) / seconds,
+      postgresCores: (serversEnd.postgres - serversStart.postgres) / seconds,
+      redisCores: (serversEnd.redis - serversStart.redis) / seconds,
+      preloadSeconds,
+    };
+  } finally {
+    await Promise.all(samplers.map((s) => s.stop()));
+    await Promise.all(consumers.map((c) => c.stop()));
+    await services.redis.del(name, staging);
+  }
+}
+
+/**
+ * Inserts `count` users from memory with `insertUsers`, `batch` rows per
+ * statement, one statement at a time on one connection, and times it.
+ */
+export async function timeReferenceInsert(
+  services: BenchServices,
+  count: number,
+  batch = REFERENCE_BATCH,
+): Promise<ReferenceRun> {
+  const users = benchUsers(count);
+  const sql = postgres(benchPostgresOptions(services.postgresServer.env, 1));
+  try {
+    // Warm up like the consumers: connected, statement prepared, code compiled.
+    await insertUsers(sql, benchUsers(batch));
+    await services.resetTable();
+    const start = performance.now();
+    for (let i = 0; i < users.length; i += batch) {
+      await insertUsers(sql, users.slice(i, i + batch));
+    }
+    const seconds = (performance.now() - start) / 1_000;
+    const stored = await services.rowCount();
+    if (stored !== count) {
+      throw new Error(`Cannot trust the reference: ${stored} of ${count} stored`);
+    }
+    return { users: count, batch, seconds, rowsPerSecond: count / seconds };
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+/** A short label for a drain setup: `single`, `batch 1000 × 2`. */
+export function drainLabel(setup: Pick<DrainSetup, "mode" | "batchSize" | "replicas">): string {
+  return setup.mode === "single" ? "single" : `batch ${setup.batchSize} × ${setup.replicas}`;
+}
+
+function describe(run: DrainRun, reference: number): string {
+  return `${drainLabel(run).padEnd(15)} ${formatCount(run.users).padStart(9)} users in ${
+    run.seconds.toFixed(2)
+  } s: ${formatCount(run.rowsPerSecond).padStart(7)} rows/s (${
+    (run.rowsPerSecond / reference * 100).toFixed(0)
+  }% of the reference); cores: consumers ${run.consumerCores.toFixed(2)}, postgres ${
+    run.postgresCores.toFixed(2)
+  }, redis ${run.redisCores.toFixed(2)}; peak RSS ${run.peakRssMiB.toFixed(0)} MiB`;
+}
+
+/** Runs the drain phase. */
+export async function runDrain(
+  services: BenchServices,
+  plan: DrainPlan,
+  progress: Progress,
+  workDir: string,
+): Promise<DrainResult> {
+  const references: ReferenceRun[] = [];
+  const reference = async () => {
+    const run = await timeReferenceInsert(services, plan.users);
+    references.push(run);
+    progress.step(
+      `reference       ${formatCount(run.users).padStart(9)} rows in ${run.seconds.toFixed(2)} s: ${
+        formatCount(run.rowsPerSecond).padStart(7)
+      } rows/s (insertUsers, ${run.batch} per statement)`,
+    );
+    return run.rowsPerSecond;
+  };
+  let referenceRate = await reference();
+  const single = await timeDrain(services, {
+    mode: "single",
+    batchSize: 1,
+    replicas: 1,
+    users: plan.singleUsers,
+  });
+  progress.step(describe(single, referenceRate));
+  const batch: DrainRun[] = [];
+  for (const replicas of plan.replicas) {
+    for (const batchSize of plan.batchSizes) {
+      const run = await timeDrain(services, {
+        mode: "batch",
+        batchSize,
+        replicas,
+        users: plan.users,
+      });
+      batch.push(run);
+      progress.step(describe(run, referenceRate));
+    }
+  }
+  await reference();
+  referenceRate = references.reduce((sum, r) => sum + r.rowsPerSecond, 0) / references.length;
+
+  let profile: ProfileSummary | undefined;
+  if (plan.profileUsers > 0) {
+    const dir = await Deno.makeTempDir({ dir: workDir, prefix: "consumer-profile-" });
+    await timeDrain(services, {
+      mode: "batch",
+      batchSize: REFERENCE_BATCH,
+      replicas: 1,
+      users: plan.profileUsers,
+    }, { cpuProfileDir: dir });
+    profile = await summariseProfileDir(dir, { repoUrl: `file://${REPO_DIR}/`, top: 12 });
+    progress.step(
+      `profiled a consumer (batch ${REFERENCE_BATCH}) draining ${
+        formatCount(plan.profileUsers)
+      } users`,
+    );
+  }
+  await services.resetTable();
+  return { plan, references, referenceRowsPerSecond: referenceRate, single, batch, profile };
+}

@@ -1,0 +1,189 @@
+/**
+ * Phase 4, growth: what must not grow. A consumer's memory and speed with a
+ * backlog ten times larger (it holds one batch at a time, so neither should
+ * change), and an API's memory while it is offered twice what the consumers
+ * drain, with a small QUEUE_MAX_LENGTH: the queue fills, the excess is
+ * answered 503 at once, and nothing piles up inside the process.
+ *
+ * @module
+ */
+
+import { encodeEnvelope } from "../queue/envelope.ts";
+import { queueKeys } from "../queue/keys.ts";
+import { RedisQueue } from "../queue/redis_queue.ts";
+import { freePort } from "../tests/services.ts";
+import { type BenchServices, freshQueueName } from "./bench_services.ts";
+import { startDenoProcess, taskCommand, waitForHealthy } from "./deno_task.ts";
+import { type DrainRun, timeDrain } from "./drain.ts";
+import { type K6Result, runK6 } from "./k6.ts";
+import { benchUsers } from "./preload.ts";
+import { peakMiB, type RssSample, sampleRss } from "./process_stats.ts";
+import { formatCount, type Progress } from "./progress.ts";
+
+/** Sizes of the growth phase. */
+export interface GrowthPlan {
+  /** The smaller backlog. */
+  readonly smallBacklog: number;
+  /** The larger backlog (ten times the smaller in the full run). */
+  readonly largeBacklog: number;
+  /** How long the API is overloaded. */
+  readonly overloadSeconds: number;
+  /** QUEUE_MAX_LENGTH during the overload. */
+  readonly overloadMaxLength: number;
+}
+
+/** The API under overload. */
+export interface OverloadResult {
+  /** What one single-mode consumer drained just before, in users/s. */
+  readonly drainRate: number;
+  /** The offered arrival rate: twice the drain rate. */
+  readonly offeredRate: number;
+  readonly k6: K6Result;
+  /** The longest the queue got (it must stay at QUEUE_MAX_LENGTH or below). */
+  readonly maxBacklog: number;
+  readonly maxLength: number;
+  readonly rssSamples: readonly RssSample[];
+  /** Mean RSS over the second quarter of the run (after warm-up). */
+  readonly earlyRssMiB: number;
+  /** Mean RSS over the last quarter of the run. */
+  readonly lateRssMiB: number;
+  readonly peakRssMiB: number;
+}
+
+/** Everything the growth phase measured. */
+export interface GrowthResult {
+  readonly plan: GrowthPlan;
+  readonly small: DrainRun;
+  readonly large: DrainRun;
+  readonly overload: OverloadResult;
+}
+
+/**
+ * The RSS at the first sample taken once `rows` were done (the last sample
+ * if never): a larger drain's memory at the point where a smaller one ended.
+ */
+export function rssWhenDone(samples: readonly RssSample[], rows: number): number {
+  return (samples.find((s) => (s.done ?? 0) >= rows) ?? samples.at(-1))?.mib ?? 0;
+}
+
+/** Largest over smallest RSS over the second half of a run's samples (1 = flat). */
+export function secondHalfSpread(samples: readonly RssSample[]): number {
+  const end = samples.at(-1)?.ms ?? 0;
+  const mib = samples.filter((s) => s.ms >= end / 2).map((s) => s.mib);
+  return mib.length > 0 ? Math.max(...mib) / Math.min(...mib) : 1;
+}
+
+/** The mean of the samples whose time falls in [from, to) of the run's length, as fractions. */
+export function meanRssBetween(samples: readonly RssSample[], from: number, to: number): number {
+  const end = samples.at(-1)?.ms ?? 0;
+  const inside = samples.filter((s) => s.ms >= from * end && s.ms < to * end);
+  const pool = inside.length > 0 ? inside : samples;
+  return pool.reduce((sum, s) => sum + s.mib, 0) / Math.max(1, pool.length);
+}
+
+async function overloadApi(
+  services: BenchServices,
+  plan: GrowthPlan,
+  progress: Progress,
+): Promise<OverloadResult> {
+  const name = freshQueueName("overload");
+  const queue = new RedisQueue(services.redis, queueKeys(name));
+  await services.resetTable();
+  const port = freePort();
+  const env = services.serviceEnv({
+    QUEUE_NAME: name,
+    QUEUE_MAX_LENGTH: String(plan.overloadMaxLength),
+  });
+  const api = startDenoProcess("api", taskCommand("server"), {
+    env: { ...env, PORT: String(port), API_MODE: "queue" },
+  });
+  const consumer = startDenoProcess("consumer", taskCommand("consumer"), {
+    env: { ...env, CONSUMER_MODE: "single" },
+  });
+  try {
+    const url = `http://127.0.0.1:${port}`;
+    await waitForHealthy(`${url}/health`, api);
+    // What this consumer drains right now, with the API idle: the overload is relative to it.
+    const probe = Math.max(500, Math.min(5_000, plan.overloadMaxLength));
+    const before = await services.rowCount();
+    const probeStart = performance.now();
+    await queue.enqueue(100_000_000, ...benchUsers(probe).map(encodeEnvelope));
+    while ((await services.rowCount()) - before < probe) {
+      if (!consumer.process.running) throw new Error(`consumer exited:\n${consumer.output.tail()}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const drainRate = probe / ((performance.now() - probeStart) / 1_000);
+    const offeredRate = Math.round(2 * drainRate);
+    progress.step(
+      `one single-mode consumer drains ${formatCount(drainRate)} users/s; offering ${
+        formatCount(offeredRate)
+      } req/s for ${plan.overloadSeconds} s with QUEUE_MAX_LENGTH=${plan.overloadMaxLength}`,
+    );
+    const sampler = sampleRss(api.pid, 500);
+    let maxBacklog = 0;
+    let polling = true;
+    const poller = (async () => {
+      while (polling) {
+        maxBacklog = Math.max(maxBacklog, await services.redis.llen(name));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+    let k6: K6Result;
+    let samples: RssSample[];
+    try {
+      k6 = await runK6(url, { rate: offeredRate, seconds: plan.overloadSeconds, maxVUs: 200 });
+    } finally {
+      polling = false;
+      await poller;
+      samples = await sampler.stop();
+    }
+    return {
+      drainRate,
+      offeredRate,
+      k6,
+      maxBacklog,
+      maxLength: plan.overloadMaxLength,
+      rssSamples: samples,
+      earlyRssMiB: meanRssBetween(samples, 0.25, 0.5),
+      lateRssMiB: meanRssBetween(samples, 0.75, 1.01),
+      peakRssMiB: peakMiB(samples),
+    };
+  } finally {
+    await Promise.all([api.stop(), consumer.stop()]);
+    await services.redis.del(name);
+  }
+}
+
+function describeDrain(run: DrainRun): string {
+  return `backlog ${formatCount(run.users).padStart(9)}: ${
+    formatCount(run.rowsPerSecond).padStart(7)
+  } rows/s, consumer peak RSS ${run.peakRssMiB.toFixed(0)} MiB`;
+}
+
+/** Runs the growth phase. */
+export async function runGrowth(
+  services: BenchServices,
+  plan: GrowthPlan,
+  progress: Progress,
+): Promise<GrowthResult> {
+  const setup = { mode: "batch", batchSize: 1_000, replicas: 1 } as const;
+  const small = await timeDrain(services, { ...setup, users: plan.smallBacklog });
+  progress.step(describeDrain(small));
+  const large = await timeDrain(services, { ...setup, users: plan.largeBacklog });
+  progress.step(
+    `${describeDrain(large)}; ${rssWhenDone(large.rssSamples, small.users).toFixed(0)} MiB once ${
+      formatCount(small.users)
+    } were stored`,
+  );
+  const overload = await overloadApi(services, plan, progress);
+  const { k6 } = overload;
+  progress.step(
+    `API under 2× overload: ${formatCount(k6.accepted / k6.seconds)} accepted/s, ${
+      formatCount(k6.rejected / k6.seconds)
+    } answered 503/s, ${k6.failed} failed, backlog ≤ ${formatCount(overload.maxBacklog)}; RSS ${
+      overload.earlyRssMiB.toFixed(0)
+    } → ${overload.lateRssMiB.toFixed(0)} MiB (peak ${overload.peakRssMiB.toFixed(0)})`,
+  );
+  await services.resetTable();
+  return { plan, small, large, overload };
+}

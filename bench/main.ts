@@ -1,0 +1,227 @@
+/**
+ * The benchmark of issue #4: every phase on real processes, each figure next
+ * to a reference measured in the same run, then `report.md` (Markdown tables),
+ * `chart.svg` (Vega-Lite rendered headless) and `results.json` (every figure)
+ * in the output dir.
+ *
+ * 1. Ingest: `POST /users` on one API process in queue mode, against the same
+ *    app without Redis and the API in direct mode (wrk).
+ * 2. Drain: consumers in single and batch mode against `insertUsers` from memory.
+ * 3. End to end: the native stack through Traefik at rising open-model rates (k6).
+ * 4. Growth: consumer memory and speed against backlog size; API memory under
+ *    2× overload with a small QUEUE_MAX_LENGTH.
+ *
+ *   deno run --cached-only --allow-read --allow-write --allow-run --allow-env \
+ *     --allow-net=127.0.0.1 --allow-sys=hostname,osRelease,networkInterfaces,loadavg,uid,gid \
+ *     bench/main.ts [--quick] [--out DIR] [--only PHASES]
+ *
+ * `--quick` (CI) runs every phase small and short, in under two minutes, and
+ * writes to bench/results/quick/ so it never overwrites the full run's
+ * bench/results/; `--only ingest,drain,e2e,growth` runs some phases;
+ * `--render DIR/results.json --out DIR` only rewrites a run's report and chart
+ * (after a change to them). Reads env: PATH,
+ * HOME, STACK_TOOLS_DIR, STACK_PG_BIN_DIR. Exits 1 if a phase fails; a target
+ * that is not met is reported, not an error (a busy machine must not fail CI).
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { REPO_DIR } from "../tests/services.ts";
+import { startBenchServices } from "./bench_services.ts";
+import { chartSpec, renderSvg } from "./chart_spec.ts";
+import { runDrain } from "./drain.ts";
+import { runEndToEnd } from "./end_to_end.ts";
+import { runGrowth } from "./growth.ts";
+import { runIngest } from "./ingest.ts";
+import { installInterruptHandler } from "./interrupt.ts";
+import { FULL_PLAN, QUICK_PLAN } from "./plan.ts";
+import { Progress } from "./progress.ts";
+import { renderReport } from "./report.ts";
+import type { BenchResults } from "./results.ts";
+import { evaluateTargets } from "./targets.ts";
+import { checkTools } from "./tools.ts";
+
+/** The phases, in the order they run. */
+export const PHASES = ["ingest", "drain", "growth", "e2e"] as const;
+type Phase = typeof PHASES[number];
+
+/** The parsed command line. */
+export interface BenchArgs {
+  readonly quick: boolean;
+  readonly out: string;
+  readonly phases: readonly Phase[];
+  /** A results.json to render again instead of measuring. */
+  readonly render?: string;
+}
+
+/**
+ * Parses `[--quick] [--out DIR] [--only PHASES] [--render RESULTS_JSON]`.
+ *
+ * @throws {TypeError} for an unknown argument or phase.
+ */
+export function parseBenchArgs(args: readonly string[]): BenchArgs {
+  let values: { quick?: boolean; out?: string; only?: string; render?: string };
+  try {
+    ({ values } = parseArgs({
+      args: [...args],
+      options: {
+        quick: { type: "boolean" },
+        out: { type: "string" },
+        only: { type: "string" },
+        render: { type: "string" },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    throw new TypeError(
+      `Cannot run the benchmark as the arguments are not [--quick] [--out DIR] [--only PHASES]: current value is ${
+        JSON.stringify(args.join(" "))
+      }`,
+      { cause: error },
+    );
+  }
+  const phases = values.only === undefined
+    ? [...PHASES]
+    : values.only.split(",").map((p) => p.trim());
+  const unknown = phases.filter((p) => !(PHASES as readonly string[]).includes(p));
+  if (unknown.length > 0) {
+    throw new TypeError(
+      `Cannot run the benchmark as --only takes ${
+        PHASES.join(",")
+      }: current value is "${values.only}"`,
+    );
+  }
+  return {
+    quick: values.quick ?? false,
+    out: values.out ?? `${REPO_DIR}/bench/results${values.quick ? "/quick" : ""}`,
+    phases: PHASES.filter((p) => phases.includes(p)),
+    ...(values.render === undefined ? {} : { render: values.render }),
+  };
+}
+
+function loadAverage(): number {
+  return Deno.loadavg()[0] ?? Number.NaN;
+}
+
+/**
+ * Runs `deno fmt` on the written files, so that committing them keeps
+ * `deno fmt --check` green (it pads Markdown tables, for one).
+ */
+async function formatOutputs(paths: readonly string[], progress: Progress): Promise<void> {
+  const result = await new Deno.Command(Deno.execPath(), {
+    args: ["fmt", "--quiet", ...paths],
+    cwd: REPO_DIR,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  if (!result.success) {
+    progress.step(
+      `deno fmt could not format the report: ${new TextDecoder().decode(result.stderr)}`,
+    );
+  }
+}
+
+/** Writes results.json, chart.svg and report.md into `out` and prints the verdicts. */
+async function writeOutputs(results: BenchResults, out: string, progress: Progress) {
+  const verdicts = evaluateTargets(results);
+  await Deno.mkdir(out, { recursive: true });
+  const paths = ["results.json", "chart.svg", "report.md"].map((name) => `${out}/${name}`);
+  await Deno.writeTextFile(paths[0]!, JSON.stringify(results, null, 2) + "\n");
+  await Deno.writeTextFile(paths[1]!, await renderSvg(chartSpec(results)));
+  await Deno.writeTextFile(paths[2]!, renderReport(results, verdicts));
+  await formatOutputs(paths, progress);
+  for (const v of verdicts) {
+    const mark = v.met === undefined ? "  -  " : v.met ? " met " : " MISS";
+    progress.step(`[${mark}] ${v.phase}: ${v.target} — ${v.measured}`);
+  }
+}
+
+async function main(args: BenchArgs): Promise<void> {
+  if (args.render !== undefined) {
+    // Re-render the report and chart of an earlier run, measuring nothing.
+    const results = JSON.parse(await Deno.readTextFile(args.render)) as BenchResults;
+    await writeOutputs(results, args.out, new Progress());
+    return;
+  }
+  installInterruptHandler();
+  const plan = args.quick ? QUICK_PLAN : FULL_PLAN;
+  const progress = new Progress();
+  const startedAt = new Date();
+  const loadBefore = loadAverage();
+  progress.phase(
+    `benchmark, ${plan.variant} run: ${args.phases.join(", ")}; 1-min load average ${loadBefore}`,
+  );
+  const versions = await checkTools(args.phases);
+  progress.step(
+    Object.entries(versions).map(([tool, version]) => `${tool} ${version}`).join(", "),
+  );
+  const workDir = await Deno.makeTempDir({ prefix: "bench-" });
+  const skipped = PHASES.filter((p) => !args.phases.includes(p)).map((p) => `${p} (not asked)`);
+  let results: Omit<BenchResults, "run"> = { skipped };
+  try {
+    if (args.phases.some((p) => p !== "e2e")) {
+      progress.phase("starting Redis and PostgreSQL (the repo's configuration) and migrating");
+      await using services = await startBenchServices();
+      progress.step(
+        `redis ${services.redisServer.url}, postgres 127.0.0.1:${services.postgresServer.port}`,
+      );
+      if (args.phases.includes("ingest")) {
+        progress.phase("1. ingest: POST /users on one API process");
+        results = { ...results, ingest: await runIngest(services, plan.ingest, progress, workDir) };
+      }
+      if (args.phases.includes("drain")) {
+        progress.phase("2. drain: consumers against insertUsers from memory");
+        results = { ...results, drain: await runDrain(services, plan.drain, progress, workDir) };
+      }
+      if (args.phases.includes("growth")) {
+        progress.phase("4. growth: memory against backlog and overload");
+        results = { ...results, growth: await runGrowth(services, plan.growth, progress) };
+      }
+      progress.step("stopping Redis and PostgreSQL");
+    }
+    if (args.phases.includes("e2e")) {
+      progress.phase("3. end to end through Traefik at rising arrival rates");
+      results = { ...results, endToEnd: await runEndToEnd(plan.endToEnd, progress) };
+    }
+  } finally {
+    await Deno.remove(workDir, { recursive: true }).catch(() => {});
+  }
+
+  progress.phase(`writing the report to ${args.out}`);
+  const full: BenchResults = {
+    run: {
+      variant: plan.variant,
+      startedAt: startedAt.toISOString(),
+      seconds: progress.elapsedSeconds,
+      cores: navigator.hardwareConcurrency,
+      loadBefore,
+      versions,
+    },
+    ...results,
+  };
+  await writeOutputs(full, args.out, progress);
+  progress.phase(
+    `done in ${
+      (progress.elapsedSeconds / 60).toFixed(1)
+    } min: ${args.out}/report.md, chart.svg, results.json`,
+  );
+}
+
+if (import.meta.main) {
+  let args: BenchArgs;
+  try {
+    args = parseBenchArgs(Deno.args);
+  } catch (error) {
+    console.error(error instanceof Error ? error.message : error);
+    Deno.exit(2);
+  }
+  try {
+    await main(args);
+  } catch (error) {
+    console.error("benchmark failed:", error);
+    Deno.exit(1);
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * How big and how long each phase is, for the quick run (CI: a smoke test of
+ * the whole harness in under two minutes) and the full run (the evidence,
+ * about a quarter of an hour).
+ *
+ * @module
+ */
+
+import type { DrainPlan } from "./drain.ts";
+import type { EndToEndPlan } from "./end_to_end.ts";
+import type { GrowthPlan } from "./growth.ts";
+import type { IngestPlan } from "./ingest.ts";
+
+/** Every phase's sizes. */
+export interface BenchPlan {
+  readonly variant: "quick" | "full";
+  readonly ingest: IngestPlan;
+  readonly drain: DrainPlan;
+  readonly endToEnd: EndToEndPlan;
+  readonly growth: GrowthPlan;
+}
+
+/** The full run: the sizes. */
+export const FULL_PLAN: BenchPlan = {
+  variant: "full",
+  ingest: {
+    rounds: 3,
+    warmupSeconds: 2,
+    seconds: 10,
+    connections: 64,
+    k6CheckSeconds: 5,
+    profileSeconds: 10,
+  },
+  drain: {
+    users: 200_000,
+    singleUsers: 20_000,
+    batchSizes: [100, 1_000, 5_000],
+    replicas: [1, 2],
+    profileUsers: 200_000,
+  },
+  endToEnd: { seconds: 60, startRate: 250, maxRate: 16_000, servers: 2, consumers: 2 },
+  growth: {
+    smallBacklog: 100_000,
+    largeBacklog: 1_000_000,
+    overloadSeconds: 60,
+    overloadMaxLength: 5_000,
+  },
+};
+
+/** The quick run: every phase and code path, small and short. */
+export const QUICK_PLAN: BenchPlan = {
+  variant: "quick",
+  ingest: {
+    rounds: 1,
+    warmupSeconds: 1,
+    seconds: 3,
+    connections: 64,
+    k6CheckSeconds: 0,
+    profileSeconds: 2,
+  },
+  drain: {
+    users: 20_000,
+    singleUsers: 1_000,
+    batchSizes: [100, 1_000, 5_000],
+    replicas: [1, 2],
+    profileUsers: 20_000,
+  },
+  endToEnd: { seconds: 5, startRate: 300, maxRate: 300, servers: 2, consumers: 2 },
+  growth: {
+    smallBacklog: 10_000,
+    largeBacklog: 100_000,
+    overloadSeconds: 8,
+    overloadMaxLength: 2_000,
+  },
+};

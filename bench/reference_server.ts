@@ -1,0 +1,35 @@
+/**
+ * The ingest benchmark's reference: the API's own app (`createApp` from
+ * `server/app.ts`: content-type check, body limit, JSON parse, validation,
+ * UUIDv7, 202 with the id) on the same `Deno.serve`, with an `accept` that
+ * resolves at once instead of pushing to Redis. What it sustains is the HTTP
+ * limit of this runtime for this exact request; the queue mode's figure is
+ * read as a share of it.
+ *
+ * Reads env: PORT (default 8000), BODY_LIMIT_BYTES (default 16384).
+ *
+ * @module
+ */
+
+import { createApp } from "../server/app.ts";
+
+const port = Number(Deno.env.get("PORT") ?? "8000");
+const bodyLimitBytes = Number(Deno.env.get("BODY_LIMIT_BYTES") ?? "16384");
+
+const app = createApp({
+  accept: () => Promise.resolve(),
+  findUser: () => Promise.resolve(undefined),
+  bodyLimitBytes,
+});
+
+const server = Deno.serve({
+  port,
+  hostname: "0.0.0.0",
+  onListen: ({ port }) => console.log(`listening on :${port} (reference: no Redis)`),
+}, app.fetch);
+
+// Graceful on SIGTERM like server/main.ts, so a CPU profile is written on exit.
+for (const signal of ["SIGTERM", "SIGINT"] as const) {
+  Deno.addSignalListener(signal, () => void server.shutdown());
+}
+await server.finished;

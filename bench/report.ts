@@ -1,0 +1,423 @@
+/**
+ * Writing one run's results as Markdown: the targets first, then a table per
+ * phase with every figure next to its same-run reference, the profiles' top
+ * frames, and how the figures were taken.
+ *
+ * @module
+ */
+
+import type { ProfileSummary } from "./cpu_profile.ts";
+import { drainLabel, type DrainRun } from "./drain.ts";
+import { rssWhenDone } from "./growth.ts";
+import { median, medianRun } from "./ingest.ts";
+import { formatCount } from "./progress.ts";
+import type { BenchResults } from "./results.ts";
+import type { TargetVerdict } from "./targets.ts";
+
+/** Cell alignment: left or right (numbers). */
+export type Align = "left" | "right";
+
+/**
+ * A Markdown table. Pipes and line breaks in cells are escaped so a cell
+ * cannot break the table.
+ */
+export function markdownTable(
+  header: readonly string[],
+  rows: readonly (readonly (string | number)[])[],
+  align: readonly Align[] = [],
+): string {
+  const cell = (value: string | number) =>
+    String(value).replaceAll("|", "\\|").replaceAll("\n", " ");
+  const line = (cells: readonly (string | number)[]) => `| ${cells.map(cell).join(" | ")} |`;
+  const rule = header.map((_, i) => (align[i] ?? "left") === "right" ? "---:" : "---");
+  return [line(header), `| ${rule.join(" | ")} |`, ...rows.map(line)].join("\n");
+}
+
+const pct = (ratio: number) => `${(ratio * 100).toFixed(0)}%`;
+const ms = (value: number) => value.toFixed(value < 10 ? 2 : 1);
+const cores = (value: number) => value.toFixed(2);
+
+function verdictMark(met: boolean | undefined): string {
+  return met === undefined ? "not evaluated" : met ? "**met**" : "**not met**";
+}
+
+function targetsSection(verdicts: readonly TargetVerdict[]): string {
+  return markdownTable(
+    ["Phase", "Target", "Measured", "Verdict"],
+    verdicts.map((v) => [v.phase, v.target, v.measured, verdictMark(v.met)]),
+  );
+}
+
+function ingestSection(results: BenchResults): string {
+  const ingest = results.ingest!;
+  const { plan } = ingest;
+  const reference = median(ingest.runs.reference.map((r) => r.requestsPerSecond));
+  const rows = (["reference", "queue", "direct"] as const).map((target) => {
+    const runs = ingest.runs[target];
+    const run = medianRun(runs);
+    const errors = runs.reduce((sum, r) => sum + r.non2xx + r.socketErrors, 0);
+    const ratio = target === "reference"
+      ? "100%"
+      : pct(target === "queue" ? ingest.queueRatio : ingest.directRatio);
+    const label = {
+      reference: "reference (same app, `accept` does nothing)",
+      queue: "**API, queue mode**",
+      direct: "API, direct mode (course baseline)",
+    }[target];
+    return [
+      label,
+      formatCount(median(runs.map((r) => r.requestsPerSecond))),
+      ratio,
+      ms(run.latencyMs.p50),
+      ms(run.latencyMs.p99),
+      errors,
+      median(runs.map((r) => r.serverCores / r.requestsPerSecond * 1e6)).toFixed(1),
+      cores(run.serverCores),
+      cores(run.redisCores),
+      cores(run.postgresCores),
+    ];
+  });
+  const rounds = ingest.runs.reference.map((ref, i) => [
+    i + 1,
+    formatCount(ref.requestsPerSecond),
+    formatCount(ingest.runs.queue[i]?.requestsPerSecond ?? 0),
+    pct((ingest.runs.queue[i]?.requestsPerSecond ?? 0) / ref.requestsPerSecond),
+    formatCount(ingest.runs.direct[i]?.requestsPerSecond ?? 0),
+    pct((ingest.runs.direct[i]?.requestsPerSecond ?? 0) / ref.requestsPerSecond),
+  ]);
+  const cpuPerRequest = (target: "reference" | "queue") =>
+    median(ingest.runs[target].map((r) => r.serverCores / r.requestsPerSecond * 1e6));
+  const cpuRatio = cpuPerRequest("reference") / cpuPerRequest("queue");
+  const kept = ingest.runs.queue.map((r) => `${r.kept}/${r.requests - r.non2xx}`).join(", ");
+  const lines = [
+    `One API process on a free loopback port; wrk, ${plan.connections} connections, 1 thread, ${plan.seconds} s per run after ${plan.warmupSeconds} s of unmeasured warm-up; the three servers take turns, ${plan.rounds} round(s). Figures are medians over the rounds; the ratio is the median of the per-round ratios (each round's runs are seconds apart, so drift cancels).`,
+    "",
+    markdownTable(
+      [
+        "Server",
+        "req/s",
+        "of reference",
+        "p50 ms",
+        "p99 ms",
+        "errors (non-2xx, socket)",
+        "server CPU µs/request",
+        "server cores",
+        "redis cores",
+        "postgres cores",
+      ],
+      rows,
+      ["left", "right", "right", "right", "right", "right", "right", "right", "right", "right"],
+    ),
+    "",
+    markdownTable(
+      ["Round", "reference req/s", "queue req/s", "queue/ref", "direct req/s", "direct/ref"],
+      rounds,
+      ["right", "right", "right", "right", "right", "right"],
+    ),
+    "",
+    `By CPU per request, the steadier figure, queue mode costs the API ${
+      cpuPerRequest("queue").toFixed(1)
+    } µs per request against the reference's ${
+      cpuPerRequest("reference").toFixed(1)
+    } µs: a CPU-bound API answers ${
+      pct(cpuRatio)
+    } of the reference's requests per core-second (Redis's own CPU, on the other core, not counted).`,
+    "",
+    `Every 202 was kept: users queued after each queue-mode run / 2xx wrk counted = ${kept} (a few more than counted is normal: wrk stops counting with requests in flight).`,
+    "",
+    `Reference: ${
+      formatCount(reference)
+    } req/s is what \`Deno.serve\` + Hono sustain for this exact request on this machine while wrk shares it; "cores" is CPU time during the run divided by its length (1.00 = one core busy), and "server CPU µs/request" is the server's CPU time divided by the requests it answered: the steadiest figure on a shared machine, since it does not depend on how much CPU the scheduler gave the server.`,
+  ];
+  if (ingest.k6Check) {
+    const { k6, wrk } = ingest.k6Check;
+    lines.push(
+      "",
+      `**Load generator: wrk.** Against the same reference server, k6 (closed model, ${plan.connections} VUs) reached ${
+        formatCount(k6)
+      } req/s where wrk reached ${
+        formatCount(wrk)
+      } req/s: on two cores k6's JavaScript VUs need several times the CPU per request, so k6 would measure itself. k6 is used where an open model matters (end to end, overload), at rates it can drive.`,
+    );
+  } else {
+    lines.push(
+      "",
+      "**Load generator: wrk** (the k6 comparison runs only in the full benchmark): on two cores k6 needs several times wrk's CPU per request, so it would measure itself at these rates.",
+    );
+  }
+  return lines.join("\n");
+}
+
+function drainSection(results: BenchResults): string {
+  const drain = results.drain!;
+  const reference = drain.referenceRowsPerSecond;
+  const single = drain.single.rowsPerSecond;
+  const row = (run: DrainRun) => [
+    drainLabel(run),
+    formatCount(run.users),
+    run.seconds.toFixed(2),
+    formatCount(run.rowsPerSecond),
+    pct(run.rowsPerSecond / reference),
+    run.mode === "single" ? "1×" : `${(run.rowsPerSecond / single).toFixed(0)}×`,
+    cores(run.consumerCores),
+    cores(run.postgresCores),
+    cores(run.redisCores),
+    run.peakRssMiB.toFixed(0),
+  ];
+  const references = drain.references.map((r, i) => [
+    i === 0 ? "reference (before)" : "reference (after)",
+    formatCount(r.users),
+    r.seconds.toFixed(2),
+    formatCount(r.rowsPerSecond),
+    pct(r.rowsPerSecond / reference),
+    "",
+    "",
+    "",
+    "",
+    "",
+  ]);
+  return [
+    `Each drain: the table truncated, the consumers started (\`deno.json\`'s consumer task with \`CONSUMER_MODE\`/\`BATCH_SIZE\`) and warmed up on a few thousand users (connected, statement prepared, code compiled), the table checkpointed, then ${
+      formatCount(drain.plan.users)
+    } users pushed to a staging list (RedisQueue.enqueue, 1000 per push) and RENAMEd onto the queue in one step. Timed from the first batch taken until the queue and every processing list are empty (the last batch committed and acknowledged); then the table is checked to hold every user. Single mode drains a smaller backlog of ${
+      formatCount(drain.plan.singleUsers)
+    } users (one row per round trip); rows/s is comparable. The reference inserts the same number of rows from memory with \`insertUsers\` (schema/users_table.ts), ${
+      drain.references[0]?.batch ?? 1000
+    } rows per statement, one statement at a time on one warmed-up connection, before and after the consumers' runs; their mean is the 100%. Cores are CPU time during the drain over its length, for the consumers, all of PostgreSQL's processes and Redis.`,
+    "",
+    markdownTable(
+      [
+        "Setup",
+        "users",
+        "seconds",
+        "rows/s",
+        "of reference",
+        "of single",
+        "consumer cores",
+        "postgres cores",
+        "redis cores",
+        "peak RSS MiB",
+      ],
+      [...references, row(drain.single), ...drain.batch.map(row)],
+      ["left", "right", "right", "right", "right", "right", "right", "right", "right", "right"],
+    ),
+  ].join("\n");
+}
+
+function endToEndSection(results: BenchResults): string {
+  const e2e = results.endToEnd!;
+  const top = e2e.runs.find((r) => r.offered === e2e.maxSustained);
+  const rows = e2e.runs.map((r) => [
+    formatCount(r.offered),
+    formatCount(r.acceptedPerSecond),
+    formatCount(r.storedPerSecond),
+    pct(r.storedPerSecond / Math.max(r.acceptedPerSecond, 1e-9)),
+    formatCount(r.maxBacklog),
+    ms(r.latencyMs.p50),
+    ms(r.latencyMs.p99),
+    ms(r.latencyMs.max),
+    r.k6.dropped,
+    r.k6.rejected + r.k6.failed,
+    r.stored === r.k6.accepted ? "all" : `${r.stored}/${r.k6.accepted}`,
+    r.sustained ? "yes" : "no",
+  ]);
+  const cpuRows = e2e.runs.map((r) => [
+    formatCount(r.offered),
+    ...(["k6", "traefik", "api", "consumers", "redis", "postgres", "machine"] as const).map((
+      part,
+    ) => cores(r.cores[part])),
+  ]);
+  return [
+    `The native stack (\`native_stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL, project.env's settings) on free loopback ports. k6 \`constant-arrival-rate\` (open model: requests arrive on schedule whatever the latency) for ${e2e.plan.seconds} s per rate, doubling from ${e2e.plan.startRate} req/s until a rate is not sustained, then one midpoint, then half the highest sustained rate. Between rates the backlog drains and the table is truncated. Stored/s counts the rows stored by the time of the last enqueue, over the first-to-last-enqueue window; latency is \`stored_at - enqueued_at\` of every row, in SQL. Sustained = ≥ 99% of the requests k6 sent answered 202 and stored/s ≥ 98% of accepted/s, with k6 having sent ≥ 95% of what was asked (k6 "drops" iterations it cannot start on time, which on a busy two-core machine happens before the stack is the limit; the \`machine\` column below shows how busy the machine was, other tenants included).`,
+    "",
+    `Highest sustained rate: **${formatCount(e2e.maxSustained)} req/s** offered${
+      top ? ` (${formatCount(top.acceptedPerSecond)} accepted/s)` : ""
+    }.`,
+    "",
+    markdownTable(
+      [
+        "offered req/s",
+        "accepted/s",
+        "stored/s",
+        "stored/accepted",
+        "max backlog",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "k6 dropped",
+        "non-202",
+        "202s stored",
+        "sustained",
+      ],
+      rows,
+      Array(10).fill("right"),
+    ),
+    "",
+    "CPU during each run, in cores (2.00 = the whole machine; `machine` includes everything else running on it):",
+    "",
+    markdownTable(
+      [
+        "offered req/s",
+        "k6",
+        "traefik",
+        "API replicas",
+        "consumers",
+        "redis",
+        "postgres",
+        "machine",
+      ],
+      cpuRows,
+      Array(8).fill("right"),
+    ),
+  ].join("\n");
+}
+
+function growthSection(results: BenchResults): string {
+  const { small, large, overload, plan } = results.growth!;
+  const secondHalf = (run: DrainRun) => {
+    const end = run.rssSamples.at(-1)?.ms ?? 0;
+    const mib = run.rssSamples.filter((s) => s.ms >= end / 2).map((s) => s.mib);
+    return mib.length ? `${Math.min(...mib).toFixed(0)}–${Math.max(...mib).toFixed(0)}` : "";
+  };
+  const { k6 } = overload;
+  return [
+    `One consumer (batch mode, BATCH_SIZE 1000) drains each backlog in a fresh process, warmed up first as in the drain phase; RSS is the Deno process's VmRSS, sampled every 250 ms. To compare like with like, the larger drain's RSS is also read at the moment it had stored as many rows as the smaller drain in all (V8 grows its heap with the work done, whatever the backlog); the backlog itself stays in Redis.`,
+    "",
+    markdownTable(
+      [
+        "Backlog",
+        "rows/s",
+        "rows/s vs smaller",
+        `RSS after ${formatCount(small.users)} rows MiB`,
+        "peak RSS MiB",
+        "RSS over 2nd half MiB",
+      ],
+      [small, large].map((run) => [
+        formatCount(run.users),
+        formatCount(run.rowsPerSecond),
+        pct(run.rowsPerSecond / small.rowsPerSecond),
+        rssWhenDone(run.rssSamples, small.users).toFixed(0),
+        run.peakRssMiB.toFixed(0),
+        secondHalf(run),
+      ]),
+      ["right", "right", "right", "right", "right", "right"],
+    ),
+    "",
+    `API under 2× overload: one API (queue mode, QUEUE_MAX_LENGTH=${plan.overloadMaxLength}) and one single-mode consumer, which drained ${
+      formatCount(overload.drainRate)
+    } users/s just before; k6 offered twice that, ${
+      formatCount(overload.offeredRate)
+    } req/s (open model, at most 200 requests in flight), for ${plan.overloadSeconds} s. RSS sampled every 500 ms.`,
+    "",
+    markdownTable(
+      [
+        "offered/s",
+        "accepted/s",
+        "503/s",
+        "failed",
+        "k6 dropped",
+        "p99 ms",
+        "max backlog",
+        "RSS 2nd quarter MiB",
+        "RSS last quarter MiB",
+        "peak MiB",
+      ],
+      [[
+        formatCount(overload.offeredRate),
+        formatCount(k6.accepted / k6.seconds),
+        formatCount(k6.rejected / k6.seconds),
+        k6.failed,
+        k6.dropped,
+        ms(k6.latencyMs.p99),
+        `${formatCount(overload.maxBacklog)} / ${formatCount(overload.maxLength)}`,
+        overload.earlyRssMiB.toFixed(0),
+        overload.lateRssMiB.toFixed(0),
+        overload.peakRssMiB.toFixed(0),
+      ]],
+      Array(10).fill("right"),
+    ),
+  ].join("\n");
+}
+
+function profileTables(title: string, profile: ProfileSummary): string {
+  const table = (rows: ProfileSummary["frames"], label: string) =>
+    markdownTable(
+      [label, "self ms", "share of busy"],
+      rows.map((r) => [`\`${r.label}\``, r.selfMs.toFixed(0), pct(r.share)]),
+      ["left", "right", "right"],
+    );
+  return [
+    `### ${title}`,
+    "",
+    `${(profile.totalMs / 1000).toFixed(1)} s sampled on the main thread, idle ${
+      pct(profile.idleShare)
+    } of it (waiting on sockets). Shares below are of the busy time.`,
+    "",
+    table(profile.origins, "Origin"),
+    "",
+    table(profile.frames, "Function (self time)"),
+  ].join("\n");
+}
+
+/** The whole report. */
+export function renderReport(results: BenchResults, verdicts: readonly TargetVerdict[]): string {
+  const { run } = results;
+  const versions = Object.entries(run.versions).map(([tool, v]) => `${tool} ${v}`).join(", ");
+  const parts = [
+    `# Benchmark: the pipeline against same-run references (${run.variant} run)`,
+    "",
+    `Run ${run.startedAt}, ${
+      (run.seconds / 60).toFixed(1)
+    } min, ${run.cores} cores, 1-min load average ${
+      run.loadBefore.toFixed(2)
+    } before it began; ${versions}. Generated by \`bench/main.ts\`${
+      run.variant === "quick"
+        ? " with `--quick` (small sizes, short runs: a smoke test of the harness, not evidence)"
+        : ""
+    }.`,
+    "",
+    "Absolute figures drift on a shared two-core machine, so every figure is paired with a reference measured in the same run, and the ratio is the headline. Every process is real: Redis and PostgreSQL as the native stack runs them, our services started with their `deno.json` task's command.",
+    "",
+    "![chart](chart.svg)",
+    "",
+    "## Targets",
+    "",
+    targetsSection(verdicts),
+  ];
+  if (results.skipped.length > 0) {
+    parts.push("", `Skipped: ${results.skipped.join("; ")}.`);
+  }
+  if (results.ingest) {
+    parts.push("", "## 1. Ingest: POST /users on one API process", "", ingestSection(results));
+  }
+  if (results.drain) {
+    parts.push("", "## 2. Drain: queued users into the table", "", drainSection(results));
+  }
+  if (results.endToEnd) {
+    parts.push("", "## 3. End to end through Traefik", "", endToEndSection(results));
+  }
+  if (results.growth) parts.push("", "## 4. Growth", "", growthSection(results));
+  const profiles = [
+    results.ingest?.profile &&
+    profileTables(
+      `API, queue mode, under wrk (${results.ingest.plan.profileSeconds} s)`,
+      results.ingest.profile,
+    ),
+    results.drain?.profile &&
+    profileTables(
+      `Consumer, batch 1000, draining ${formatCount(results.drain.plan.profileUsers)} users`,
+      results.drain.profile,
+    ),
+  ].filter((p): p is string => typeof p === "string");
+  if (profiles.length > 0) {
+    parts.push(
+      "",
+      "## Profiles",
+      "",
+      "`deno run --cpu-prof` on a separate run (profiling slows a process, so these runs are not the measurements above). Self time by origin (npm package, Deno extension, our module, V8's garbage collector; `(native)` is time in Rust ops such as socket writes) and by function.",
+      "",
+      profiles.join("\n\n"),
+    );
+  }
+  return parts.join("\n") + "\n";
+}
