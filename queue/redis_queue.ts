@@ -57,14 +57,28 @@ export interface QueueDepth {
   readonly processing: number;
 }
 
+/** Options of {@linkcode RedisQueue}. */
+export interface RedisQueueOptions {
+  /**
+   * A push that Redis runs more than this many ms after `enqueue` was called
+   * does nothing and `enqueue` rejects. Set it below the client's command
+   * timeout, so a push the caller gave up on (and answered 503 for) cannot
+   * still land when a stalled Redis resumes. 0 means no deadline.
+   * @default 0
+   */
+  readonly enqueueWithinMs?: number;
+}
+
 /** The queue's operations; `redis` may be shared by many callers. */
 export class RedisQueue {
   readonly #redis: Redis;
+  readonly #enqueueWithinMs: number;
   readonly keys: QueueKeys;
 
-  constructor(redis: Redis, keys: QueueKeys) {
+  constructor(redis: Redis, keys: QueueKeys, options: RedisQueueOptions = {}) {
     defineQueueScripts(redis);
     this.#redis = redis;
+    this.#enqueueWithinMs = options.enqueueWithinMs ?? 0;
     this.keys = keys;
   }
 
@@ -73,8 +87,19 @@ export class RedisQueue {
    * `maxLength`; resolves only after Redis acknowledged the push.
    */
   async enqueue(maxLength: number, ...payloads: string[]): Promise<number> {
-    const length = await this.#redis.queueEnqueue(this.keys.queue, maxLength, ...payloads);
-    if (length < 0) throw new QueueFullError(maxLength);
+    const deadline = this.#enqueueWithinMs > 0 ? Date.now() + this.#enqueueWithinMs : 0;
+    const length = await this.#redis.queueEnqueue(
+      this.keys.queue,
+      deadline,
+      maxLength,
+      ...payloads,
+    );
+    if (length === -1) throw new QueueFullError(maxLength);
+    if (length === -2) {
+      throw new Error(
+        `Cannot enqueue as Redis ran the push too late: not within ${this.#enqueueWithinMs} ms`,
+      );
+    }
     return length;
   }
 

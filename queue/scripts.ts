@@ -22,14 +22,28 @@
 import type { Redis, Result } from "ioredis";
 
 /**
- * KEYS: queue. ARGV: max length, payload…
- * Pushes all payloads, or none when they would take the list past its bound.
- * Returns the new length, or -1 when the queue is full.
+ * KEYS: queue. ARGV: deadline (ms since the epoch, 0 for none), max length, payload…
+ * Pushes all payloads, or none when they would take the list past its bound,
+ * or when Redis runs the script after the deadline. Returns the new length,
+ * -1 when the queue is full, or -2 when the deadline had passed.
+ *
+ * Why a deadline: a client that gives up waiting (the API answers 503 after
+ * REDIS_TIMEOUT_MS) cannot take back a command it already sent. When Redis is
+ * frozen or stalled, those commands sit in its socket buffer and run once it
+ * resumes, queueing users who were told 503 — and stored twice if they
+ * retried. With a deadline earlier than the client's timeout, a late push
+ * does nothing. The deadline is read against Redis' clock (TIME), so this
+ * assumes the API's clock and Redis' agree to well within the margin.
  */
 const ENQUEUE = `#!lua
+local deadline = tonumber(ARGV[1])
+if deadline > 0 then
+  local now = redis.call('TIME')
+  if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > deadline then return -2 end
+end
 local length = redis.call('LLEN', KEYS[1])
-if length + #ARGV - 1 > tonumber(ARGV[1]) then return -1 end
-return redis.call('LPUSH', KEYS[1], unpack(ARGV, 2))
+if length + #ARGV - 2 > tonumber(ARGV[2]) then return -1 end
+return redis.call('LPUSH', KEYS[1], unpack(ARGV, 3))
 `;
 
 /**
@@ -39,9 +53,24 @@ return redis.call('LPUSH', KEYS[1], unpack(ARGV, 2))
  * {1, item} for one recovered item (suspects are retried one at a time so a
  * poison item cannot take a batch down with it), or {0, items…} with up to
  * max items from the main list, newest first, now also in the processing list.
+ *
+ * A consumer holds one batch at a time, so items already in its processing
+ * list belong to a fetch whose reply it never got (the command timed out
+ * client-side but ran when Redis resumed, or Redis died between its AOF write
+ * and the reply) and which it is now repeating: those same items are returned
+ * again, newest first. Stacking a second batch on them would make the
+ * acknowledgement, which trims by count from the oldest end, drop the first
+ * batch unstored. (A re-sent recovered item comes back as {0, item}, so its
+ * crash count is not cleared; it only matters if it crashes consumers again.)
  */
 const FETCH = `#!lua flags=allow-oom
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end
+local held = redis.call('LRANGE', KEYS[4], 0, -1)
+if #held > 0 then
+  local newest_first = {}
+  for i = #held, 1, -1 do newest_first[#newest_first + 1] = held[i] end
+  return {0, newest_first}
+end
 local retried = redis.call('RPOPLPUSH', KEYS[2], KEYS[4])
 if retried then return {1, retried} end
 local items = redis.call('LRANGE', KEYS[3], -tonumber(ARGV[2]), -1)
@@ -61,9 +90,12 @@ return {0, items}
  * handled: each fetch pushes at the left, so the oldest batch is at the right)
  * and records its dead letters, in one step. A fenced consumer acknowledges
  * nothing: its items were already handed to others, who will bury them too.
+ * An empty processing list means this is a repeat of an acknowledgement that
+ * ran but whose reply was lost: it does nothing, so no letter is buried twice.
  */
 const ACK = `#!lua flags=allow-oom
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
+if redis.call('LLEN', KEYS[2]) == 0 then return 1 end
 if ARGV[3] == '1' then
   local item = redis.call('LINDEX', KEYS[2], -1)
   if item then redis.call('HDEL', KEYS[3], redis.sha1hex(item)) end
@@ -152,7 +184,12 @@ export type FetchReply = -1 | [0 | 1, string[] | string] | [0];
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
-    queueEnqueue(queue: string, maxLength: number, ...payloads: string[]): Result<number, Context>;
+    queueEnqueue(
+      queue: string,
+      deadline: number,
+      maxLength: number,
+      ...payloads: string[]
+    ): Result<number, Context>;
     queueFetch(
       consumers: string,
       retry: string,

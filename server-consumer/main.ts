@@ -44,6 +44,18 @@ const blocking = new Redis(config.REDIS_URL, redisOptions);
 commands.on("error", () => {});
 blocking.on("error", () => {});
 
+// When a connection opens, postgres.js runs a query of its own (it loads the
+// array types) that nothing awaits. If PostgresStore throws that client away
+// at the statement deadline meanwhile (PostgreSQL just thawed from a freeze,
+// say), the query rejects with CONNECTION_DESTROYED and, unhandled, would kill
+// the process: every consumer at once. Only destroyed clients raise that code,
+// and their own statements are already settled, so those rejections are ignored.
+globalThis.addEventListener("unhandledrejection", (event) => {
+  if ((event.reason as { code?: unknown } | null)?.code === "CONNECTION_DESTROYED") {
+    event.preventDefault();
+  }
+});
+
 const keys = queueKeys(config.QUEUE_NAME);
 const store = new PostgresStore(
   () =>
@@ -135,6 +147,16 @@ await Promise.race([
 try {
   if (!stopRequested) await consumer.run();
 } finally {
-  await Promise.allSettled([store.close(), commands.quit(), blocking.quit()]);
+  // The blocking connection holds nothing to flush; quit() on it would wait
+  // for a frozen Redis forever. A failed quit() leaves ioredis reconnecting,
+  // which would keep the process alive: disconnect both for good.
+  blocking.disconnect();
+  await Promise.allSettled([store.close(), commands.quit()]);
+  commands.disconnect();
   console.log(`exiting: ${JSON.stringify(consumer.stats)}`);
 }
+// Everything is handed back or acknowledged and the clients are closed, but
+// postgres.js can revive a connection that was mid-reconnect when a client was
+// replaced after a timeout (seen after a PostgreSQL restart); that idle socket
+// would keep the process alive until SIGKILL. Nothing is left to do: exit.
+Deno.exit(0);

@@ -74,7 +74,7 @@ export function createApp(options: AppOptions): Hono {
       },
     }),
     async (c) => {
-      const name = parseUser(await c.req.text());
+      const name = parseUser(decodeBody(await c.req.arrayBuffer()));
       const id = newId();
       try {
         await accept({ id, name, enqueued_at: Date.now() });
@@ -140,6 +140,20 @@ async function checkContentType(
     }
   }
   await next();
+}
+
+// Fatal: the lenient decoding of `c.req.text()` would turn bytes that are not
+// UTF-8 (a lone surrogate encoded as ED A0 80, say) into U+FFFD and accept a
+// name the client never sent, instead of saying what is wrong with it.
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** The body as text, or a 400 when it is not valid UTF-8. */
+export function decodeBody(bytes: ArrayBuffer): string {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    throw new HTTPException(400, { message: "body must be valid UTF-8" });
+  }
 }
 
 /** The trimmed, valid name from a request body, or a 400 saying what is wrong. */

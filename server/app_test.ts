@@ -167,3 +167,19 @@ Deno.test("createApp() answers unknown routes and methods in JSON", async () => 
   assert.equal(wrong.status, 405);
   assert.equal(wrong.headers.get("Allow"), "POST");
 });
+
+Deno.test("createApp() answers 400 to a body that is not valid UTF-8", async () => {
+  const { app, accepted } = fakeApp();
+  // A lone surrogate encoded as if it were a character (ED A0 80): not UTF-8.
+  const body = new Uint8Array([
+    ...new TextEncoder().encode('{"name": "Ada '),
+    0xed,
+    0xa0,
+    0x80,
+    ...new TextEncoder().encode('"}'),
+  ]);
+  const res = await app.request("/users", { method: "POST", body });
+  assert.equal(res.status, 400);
+  assert.match((await res.json()).error, /UTF-8/);
+  assert.equal(accepted.length, 0);
+});

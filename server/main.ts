@@ -55,7 +55,11 @@ const sql = postgres({
   max: config.API_MODE === "direct" ? 8 : 2,
   onnotice: () => {},
 });
-const queue = new RedisQueue(redis, queueKeys(config.QUEUE_NAME));
+// A push Redis runs after half the timeout is void, so one that outlives the
+// 503 we answered (Redis frozen, then resumed) cannot queue the user anyway.
+const queue = new RedisQueue(redis, queueKeys(config.QUEUE_NAME), {
+  enqueueWithinMs: Math.floor(config.REDIS_TIMEOUT_MS / 2),
+});
 
 const app = createApp({
   accept: config.API_MODE === "queue"
@@ -77,6 +81,9 @@ function stop(signal: string): Promise<void> {
     console.log(`${signal}: finishing in-flight requests`);
     await server.shutdown();
     await Promise.allSettled([redis.quit(), sql.end({ timeout: 5 })]);
+    // quit() fails while Redis is down or frozen, and ioredis then keeps
+    // reconnecting, which would keep this process alive until SIGKILL.
+    redis.disconnect();
     console.log("stopped");
   })();
   return stopping;

@@ -1,0 +1,133 @@
+/**
+ * The fault suite's verdict on one scenario: given every request's outcome
+ * (see `fault_load.ts`), the rows of table `users` and the dead letters once
+ * the queue is drained, did anything accepted get lost, stored twice, or
+ * stored without having been accepted?
+ *
+ * Names are the key, not ids: every request posts a unique name, and an
+ * indeterminate request (connection reset, timeout) has no id the client
+ * knows. The primary key already forbids a duplicate id, so a second row with
+ * the same name (under another id) is how a duplicate would show.
+ *
+ * @module
+ */
+
+import type { Outcome } from "./fault_load.ts";
+
+/** A row of `users`. */
+export interface Row {
+  readonly id: string;
+  readonly name: string;
+}
+
+/** Items a test pushed straight into Redis, as the API would have. */
+export interface Injected {
+  readonly name: string;
+  readonly id: string;
+}
+
+/** What {@linkcode checkDelivery} found; every list holds names. */
+export interface DeliveryReport {
+  readonly requests: number;
+  readonly accepted: number;
+  readonly rejected: number;
+  readonly indeterminate: number;
+  /** Indeterminate requests whose user was stored anyway (allowed). */
+  readonly indeterminateStored: number;
+  /** Answers the promise forbids (a 500, a 503 without Retry-After…). */
+  readonly unexpectedAnswers: readonly Outcome[];
+  /** Accepted (or injected) but neither stored nor dead-lettered. */
+  readonly lost: readonly string[];
+  /** Stored more than once. */
+  readonly duplicated: readonly string[];
+  /** Stored although rejected, or never requested at all. */
+  readonly unexpectedRows: readonly string[];
+  /** Stored under another id than the 202 gave. */
+  readonly wrongIds: readonly string[];
+}
+
+/**
+ * Compares what the clients were told with what was stored. `deadNames` are
+ * names the test knows were dead-lettered on purpose (an accepted user whose
+ * message crashes every consumer, say): those count as delivered, not lost.
+ */
+export function checkDelivery(
+  outcomes: readonly Outcome[],
+  rows: readonly Row[],
+  { injected = [], deadNames = [], mayStore = [] }: {
+    injected?: readonly Injected[];
+    deadNames?: readonly string[];
+    /** Names pushed straight into Redis that may be stored or not (once at most). */
+    mayStore?: readonly string[];
+  } = {},
+): DeliveryReport {
+  const byName = new Map<string, Outcome>();
+  for (const outcome of outcomes) {
+    if (byName.has(outcome.name)) {
+      throw new TypeError(`Cannot check delivery as name ${outcome.name} was requested twice`);
+    }
+    byName.set(outcome.name, outcome);
+  }
+  const expectedId = new Map<string, string>();
+  for (const outcome of outcomes) if (outcome.id) expectedId.set(outcome.name, outcome.id);
+  for (const { name, id } of injected) expectedId.set(name, id);
+
+  const storedCount = new Map<string, number>();
+  const duplicated: string[] = [];
+  const unexpectedRows: string[] = [];
+  const wrongIds: string[] = [];
+  let indeterminateStored = 0;
+  const optional = new Set(mayStore);
+  for (const row of rows) {
+    const times = (storedCount.get(row.name) ?? 0) + 1;
+    storedCount.set(row.name, times);
+    if (times === 2) duplicated.push(row.name);
+    const outcome = byName.get(row.name);
+    const id = expectedId.get(row.name);
+    if (id !== undefined) {
+      if (row.id !== id) wrongIds.push(row.name);
+    } else if (outcome?.kind === "indeterminate") {
+      if (times === 1) indeterminateStored++;
+    } else if (!optional.has(row.name)) {
+      unexpectedRows.push(row.name);
+    }
+  }
+  const dead = new Set(deadNames);
+  const lost = [...expectedId.keys()].filter((name) => !storedCount.has(name) && !dead.has(name));
+  const count = (kind: Outcome["kind"]) => outcomes.filter((o) => o.kind === kind).length;
+  return {
+    requests: outcomes.length,
+    accepted: count("accepted"),
+    rejected: count("rejected"),
+    indeterminate: count("indeterminate"),
+    indeterminateStored,
+    unexpectedAnswers: outcomes.filter((o) => o.kind === "unexpected"),
+    lost,
+    duplicated,
+    unexpectedRows,
+    wrongIds,
+  };
+}
+
+/** A short, readable account of what went wrong, for assertion messages. */
+export function describeProblems(report: DeliveryReport): string {
+  const sample = (names: readonly string[]) =>
+    names.length === 0 ? "" : ` (e.g. ${names.slice(0, 5).join(", ")})`;
+  const lines = [
+    `lost ${report.lost.length}${sample(report.lost)}`,
+    `duplicated ${report.duplicated.length}${sample(report.duplicated)}`,
+    `unexpected rows ${report.unexpectedRows.length}${sample(report.unexpectedRows)}`,
+    `stored under another id ${report.wrongIds.length}${sample(report.wrongIds)}`,
+    `forbidden answers ${report.unexpectedAnswers.length}${
+      sample(report.unexpectedAnswers.map((o) => `${o.name}: ${o.detail}`))
+    }`,
+  ];
+  return lines.join("; ");
+}
+
+/** Whether the promise held: nothing lost, doubled, invented or answered wrongly. */
+export function deliveryHeld(report: DeliveryReport): boolean {
+  return report.lost.length === 0 && report.duplicated.length === 0 &&
+    report.unexpectedRows.length === 0 && report.wrongIds.length === 0 &&
+    report.unexpectedAnswers.length === 0;
+}

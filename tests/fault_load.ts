@@ -1,0 +1,197 @@
+/**
+ * A load generator for the fault suite that remembers every request it made.
+ *
+ * Each request posts a name no other request uses, so whatever happens to it
+ * the test can find it again: in the table, in the dead letters, or nowhere.
+ * Every outcome is classified as the client saw it:
+ * - accepted: 202 with the id the API minted (it must end up stored under it);
+ * - rejected: a 4xx or 503 with a JSON error (it must not be stored);
+ * - indeterminate: the connection broke or the wait timed out, so the user may
+ *   or may not have been queued (stored at most once, or not at all);
+ * - unexpected: any other answer (a 500, a 503 without Retry-After, a 2xx that
+ *   is not 202 with an id), which the promise forbids outright.
+ *
+ * @module
+ */
+
+/** What became of one request. */
+export interface Outcome {
+  /** The unique name it posted. */
+  readonly name: string;
+  /** The API it was sent to. */
+  readonly url: string;
+  readonly kind: "accepted" | "rejected" | "indeterminate" | "unexpected";
+  /** The HTTP status, when an answer came. */
+  readonly status?: number;
+  /** The id of a 202. */
+  readonly id?: string;
+  /** The Retry-After header of a 503. */
+  readonly retryAfter?: string | null;
+  /** The error message of a rejected request, or the network error of an indeterminate one. */
+  readonly detail?: string;
+  /** When the request was sent (ms since the epoch). */
+  readonly sentAt: number;
+  /** How long the answer (or the failure) took, in ms. */
+  readonly ms: number;
+}
+
+/** Options of {@linkcode LoadGenerator}. */
+export interface LoadOptions {
+  /** The APIs' base URLs (`http://127.0.0.1:1234`); requests go round-robin. */
+  readonly urls: readonly string[];
+  /** Prefix of every name, so a scenario's users are recognisable. */
+  readonly prefix: string;
+  /** Requests in flight at once. @default 16 */
+  readonly concurrency?: number;
+  /** Stop after this many requests. @default Infinity */
+  readonly limit?: number;
+  /** Total requests per second across workers, or 0 for as fast as possible. @default 0 */
+  readonly ratePerSecond?: number;
+  /**
+   * A request without an answer after this long counts as indeterminate; it
+   * is far above any timeout of the API, so it means the API hung.
+   * @default 10_000
+   */
+  readonly timeoutMs?: number;
+}
+
+/** Classifies an HTTP answer. */
+export async function classify(
+  name: string,
+  url: string,
+  sentAt: number,
+  response: Response,
+): Promise<Outcome> {
+  const ms = Date.now() - sentAt;
+  const status = response.status;
+  const retryAfter = response.headers.get("Retry-After");
+  let body: unknown;
+  try {
+    body = await response.json();
+  } catch {
+    body = undefined;
+  }
+  const base = { name, url, status, sentAt, ms, retryAfter };
+  const error = (body as { error?: unknown } | undefined)?.error;
+  if (status === 202) {
+    const id = (body as { id?: unknown } | undefined)?.id;
+    if (typeof id === "string") return { ...base, kind: "accepted", id };
+    return { ...base, kind: "unexpected", detail: `202 without an id: ${JSON.stringify(body)}` };
+  }
+  const precise = typeof error === "string" && error.length > 0;
+  if (precise && status >= 400 && status < 500) return { ...base, kind: "rejected", detail: error };
+  if (precise && status === 503 && retryAfter !== null) {
+    return { ...base, kind: "rejected", detail: error };
+  }
+  return { ...base, kind: "unexpected", detail: `${status} ${JSON.stringify(body)}` };
+}
+
+/** Posts users with unique names until stopped, recording every outcome. */
+export class LoadGenerator {
+  readonly outcomes: Outcome[] = [];
+  readonly #options: Required<LoadOptions>;
+  readonly #workers: Promise<void>[] = [];
+  #sent = 0;
+  #inFlight = new Map<number, { name: string; url: string; sentAt: number }>();
+  #stopped = false;
+  #startedAt = 0;
+
+  constructor(options: LoadOptions) {
+    this.#options = {
+      concurrency: 16,
+      limit: Infinity,
+      ratePerSecond: 0,
+      timeoutMs: 10_000,
+      ...options,
+    };
+  }
+
+  /** Starts the workers; returns at once. */
+  start(): this {
+    this.#startedAt = Date.now();
+    for (let i = 0; i < this.#options.concurrency; i++) this.#workers.push(this.#work());
+    return this;
+  }
+
+  /** Requests sent so far. */
+  get sent(): number {
+    return this.#sent;
+  }
+
+  /** Requests waiting for an answer now, per API URL. */
+  inFlight(url?: string): number {
+    let count = 0;
+    for (const request of this.#inFlight.values()) {
+      if (url === undefined || request.url === url) count++;
+    }
+    return count;
+  }
+
+  /** The names of the requests waiting for an answer now, per API URL. */
+  inFlightNames(url?: string): string[] {
+    return [...this.#inFlight.values()]
+      .filter((request) => url === undefined || request.url === url)
+      .map((request) => request.name);
+  }
+
+  /** Outcomes of this kind so far. */
+  count(kind: Outcome["kind"]): number {
+    return this.outcomes.filter((outcome) => outcome.kind === kind).length;
+  }
+
+  /** Resolves once every worker finished (the limit was reached, or {@linkcode stop}). */
+  async finished(): Promise<Outcome[]> {
+    await Promise.all(this.#workers);
+    return this.outcomes;
+  }
+
+  /** Sends no new request, waits for the ones in flight, and returns every outcome. */
+  stop(): Promise<Outcome[]> {
+    this.#stopped = true;
+    return this.finished();
+  }
+
+  async #work(): Promise<void> {
+    const { urls, prefix, limit, ratePerSecond, timeoutMs } = this.#options;
+    while (!this.#stopped && this.#sent < limit) {
+      const n = this.#sent++;
+      if (ratePerSecond > 0) {
+        const due = this.#startedAt + (n * 1_000) / ratePerSecond;
+        const wait = due - Date.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        if (this.#stopped) break;
+      }
+      const url = urls[n % urls.length]!;
+      const name = `${prefix}-${n}`;
+      const sentAt = Date.now();
+      this.#inFlight.set(n, { name, url, sentAt });
+      // A timer of our own rather than AbortSignal.timeout, so none outlives the request.
+      const abort = new AbortController();
+      const timer = setTimeout(
+        () => abort.abort(new DOMException(`no answer within ${timeoutMs} ms`, "TimeoutError")),
+        timeoutMs,
+      );
+      try {
+        const response = await fetch(`${url}/users`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ name }),
+          signal: abort.signal,
+        });
+        this.outcomes.push(await classify(name, url, sentAt, response));
+      } catch (error) {
+        this.outcomes.push({
+          name,
+          url,
+          kind: "indeterminate",
+          detail: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+          sentAt,
+          ms: Date.now() - sentAt,
+        });
+      } finally {
+        clearTimeout(timer);
+        this.#inFlight.delete(n);
+      }
+    }
+  }
+}
