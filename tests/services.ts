@@ -81,6 +81,35 @@ async function makeServiceDir(prefix: string): Promise<string> {
   return dir;
 }
 
+/**
+ * Runs `start` for a service whose state lives in `dir`. If it fails, removes
+ * `dir` and rethrows with the service's last output; otherwise returns a
+ * `close` that stops the service and removes `dir`, once however often called.
+ */
+async function startInDir<T>(
+  dir: string,
+  output: OutputBuffer,
+  start: () => Promise<T>,
+  stop: (started: T) => Promise<unknown>,
+): Promise<{ started: T; close: () => Promise<void> }> {
+  let started: T;
+  try {
+    started = await start();
+  } catch (error) {
+    await Deno.remove(dir, { recursive: true });
+    throw new Error(`${error instanceof Error ? error.message : error}\n${output.tail()}`, {
+      cause: error,
+    });
+  }
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    closing ??= (async () => {
+      await stop(started);
+      await Deno.remove(dir, { recursive: true });
+    })();
+  return { started, close };
+}
+
 /** A disposable Redis server; see {@linkcode startRedis}. */
 export interface TestRedis extends AsyncDisposable {
   /** The server: `kill()`, `freeze()`, `thaw()`, `restart()`, `exited`. */
@@ -108,27 +137,19 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<TestR
   const configFile = options.configFile === undefined
     ? `${REPO_DIR}/redis/redis.conf`
     : options.configFile ?? undefined;
-  let server: RedisServer;
-  try {
-    server = await RedisServer.start({
-      port: freePort(),
-      dir,
-      configFile,
-      output: output.sink,
-      log: output.sink.bind(null, "test"),
-    });
-  } catch (error) {
-    await Deno.remove(dir, { recursive: true });
-    throw new Error(`${error instanceof Error ? error.message : error}\n${output.tail()}`, {
-      cause: error,
-    });
-  }
-  let closing: Promise<void> | undefined;
-  const close = () =>
-    closing ??= (async () => {
-      await server.stop();
-      await Deno.remove(dir, { recursive: true });
-    })();
+  const { started: server, close } = await startInDir(
+    dir,
+    output,
+    () =>
+      RedisServer.start({
+        port: freePort(),
+        dir,
+        configFile,
+        output: output.sink,
+        log: output.sink.bind(null, "test"),
+      }),
+    (server) => server.stop(),
+  );
   return {
     server,
     url: server.url,
@@ -169,31 +190,23 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
   const env = projectEnv();
   const dir = await makeServiceDir("postgres-");
   const output = new OutputBuffer();
-  let server: PostgresServer;
-  try {
-    server = await PostgresServer.start({
-      port: freePort(),
-      dataDir: `${dir}/data`,
-      user: env.POSTGRES_USER ?? "postgres",
-      password: env.POSTGRES_PASSWORD ?? "postgres",
-      database: env.POSTGRES_DB ?? "postgres",
-      binDir: Deno.env.get("STACK_PG_BIN_DIR") || undefined,
-      settings: options.settings,
-      output: output.sink,
-      log: output.sink.bind(null, "test"),
-    });
-  } catch (error) {
-    await Deno.remove(dir, { recursive: true });
-    throw new Error(`${error instanceof Error ? error.message : error}\n${output.tail()}`, {
-      cause: error,
-    });
-  }
-  let closing: Promise<void> | undefined;
-  const close = () =>
-    closing ??= (async () => {
-      await server.stop("fast");
-      await Deno.remove(dir, { recursive: true });
-    })();
+  const { started: server, close } = await startInDir(
+    dir,
+    output,
+    () =>
+      PostgresServer.start({
+        port: freePort(),
+        dataDir: `${dir}/data`,
+        user: env.POSTGRES_USER ?? "postgres",
+        password: env.POSTGRES_PASSWORD ?? "postgres",
+        database: env.POSTGRES_DB ?? "postgres",
+        binDir: Deno.env.get("STACK_PG_BIN_DIR") || undefined,
+        settings: options.settings,
+        output: output.sink,
+        log: output.sink.bind(null, "test"),
+      }),
+    (server) => server.stop("fast"),
+  );
   return {
     server,
     env: server.env,
@@ -266,19 +279,6 @@ export async function startTestStack(options: StartTestStackOptions = {}): Promi
     output: output.sink,
     stopTimeoutMs: options.stopTimeoutMs,
   });
-  try {
-    await stack.start();
-  } catch (error) {
-    await Deno.remove(stateDir, { recursive: true });
-    throw new Error(`${error instanceof Error ? error.message : error}\n${output.tail()}`, {
-      cause: error,
-    });
-  }
-  let closing: Promise<void> | undefined;
-  const close = () =>
-    closing ??= (async () => {
-      await stack.stop();
-      await Deno.remove(stateDir, { recursive: true });
-    })();
+  const { close } = await startInDir(stateDir, output, () => stack.start(), () => stack.stop());
   return { stack, output, stateDir, close, [Symbol.asyncDispose]: close };
 }
