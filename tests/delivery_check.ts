@@ -36,7 +36,7 @@ export interface DeliveryReport {
   readonly indeterminateStored: number;
   /** Answers the promise forbids (a 500, a 503 without Retry-After…). */
   readonly unexpectedAnswers: readonly Outcome[];
-  /** Accepted (or injected) but neither stored nor dead-lettered. */
+  /** Accepted (or injected) but not stored; the dead letters are checked on their own. */
   readonly lost: readonly string[];
   /** Stored more than once. */
   readonly duplicated: readonly string[];
@@ -46,17 +46,12 @@ export interface DeliveryReport {
   readonly wrongIds: readonly string[];
 }
 
-/**
- * Compares what the clients were told with what was stored. `deadNames` are
- * names the test knows were dead-lettered on purpose (an accepted user whose
- * message crashes every consumer, say): those count as delivered, not lost.
- */
+/** Compares what the clients were told (and what was injected) with what was stored. */
 export function checkDelivery(
   outcomes: readonly Outcome[],
   rows: readonly Row[],
-  { injected = [], deadNames = [], mayStore = [] }: {
+  { injected = [], mayStore = [] }: {
     injected?: readonly Injected[];
-    deadNames?: readonly string[];
     /** Names pushed straight into Redis that may be stored or not (once at most). */
     mayStore?: readonly string[];
   } = {},
@@ -92,8 +87,7 @@ export function checkDelivery(
       unexpectedRows.push(row.name);
     }
   }
-  const dead = new Set(deadNames);
-  const lost = [...expectedId.keys()].filter((name) => !storedCount.has(name) && !dead.has(name));
+  const lost = [...expectedId.keys()].filter((name) => !storedCount.has(name));
   const count = (kind: Outcome["kind"]) => outcomes.filter((o) => o.kind === kind).length;
   return {
     requests: outcomes.length,

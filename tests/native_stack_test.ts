@@ -15,7 +15,7 @@ import {
   startRedis,
   startTestStack,
   type TestStack,
-} from "./services.ts";
+} from "../tools/harness/services.ts";
 
 /** How long the consumers get to drain what k6 queued: far more than a few thousand rows need. */
 const DRAIN_TIMEOUT_MS = 60_000;

@@ -12,8 +12,9 @@ import { v7 as uuidv7 } from "uuid";
 import { encodeEnvelope, type UserEnvelope } from "../queue/envelope.ts";
 import { queueKeys } from "../queue/keys.ts";
 import { RedisQueue } from "../queue/redis_queue.ts";
-import { TaskProcess, waitFor } from "./processes.ts";
-import { migrate, startPostgres, startRedis } from "./services.ts";
+import { TaskProcess } from "../tools/harness/processes.ts";
+import { waitFor } from "../tools/harness/wait.ts";
+import { migrate, startPostgres, startRedis } from "../tools/harness/services.ts";
 
 Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
   // One Redis and one PostgreSQL for the whole file; each step uses its own

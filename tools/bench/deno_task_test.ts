@@ -6,7 +6,7 @@ Deno.test("denoRunArgs() puts the extra flags right after run", () => {
     denoRunArgs("deno run --cached-only --allow-net server/main.ts", ["--cpu-prof"]),
     ["run", "--cpu-prof", "--cached-only", "--allow-net", "server/main.ts"],
   );
-  assert.deepEqual(denoRunArgs(REFERENCE_SERVER_COMMAND).at(-1), "bench/reference_server.ts");
+  assert.deepEqual(denoRunArgs(REFERENCE_SERVER_COMMAND).at(-1), "tools/bench/reference_server.ts");
 });
 
 Deno.test("denoRunArgs() refuses a command that is not a plain deno run", () => {

@@ -8,8 +8,8 @@
  * @module
  */
 
-import { ServiceProcess } from "../native_stack/service_process.ts";
-import { OutputBuffer, REPO_DIR } from "../tests/services.ts";
+import { ServiceProcess } from "../stack/service_process.ts";
+import { OutputBuffer, REPO_DIR } from "../harness/services.ts";
 import { onInterrupt } from "./interrupt.ts";
 
 /**
@@ -42,7 +42,7 @@ export function taskCommand(task: string): string {
 
 /** The reference server: the API's app without Redis, with the API's permissions. */
 export const REFERENCE_SERVER_COMMAND =
-  "deno run --cached-only --allow-net --allow-env bench/reference_server.ts";
+  "deno run --cached-only --allow-net --allow-env tools/bench/reference_server.ts";
 
 /** Options of {@linkcode startDenoProcess}. */
 export interface DenoProcessOptions {

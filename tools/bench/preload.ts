@@ -9,8 +9,8 @@
  */
 
 import { v7 as uuidv7 } from "uuid";
-import { encodeEnvelope, type UserEnvelope } from "../queue/envelope.ts";
-import type { RedisQueue } from "../queue/redis_queue.ts";
+import { encodeEnvelope, type UserEnvelope } from "../../queue/envelope.ts";
+import type { RedisQueue } from "../../queue/redis_queue.ts";
 
 /** `count` users named `bench user <n>`, enqueued now. */
 export function benchUsers(count: number, first = 0): UserEnvelope[] {

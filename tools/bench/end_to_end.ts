@@ -20,9 +20,9 @@
 
 import { Redis } from "ioredis";
 import postgres from "postgres";
-import { queueKeys } from "../queue/keys.ts";
-import { RedisQueue } from "../queue/redis_queue.ts";
-import { startTestStack } from "../tests/services.ts";
+import { queueKeys } from "../../queue/keys.ts";
+import { RedisQueue } from "../../queue/redis_queue.ts";
+import { startTestStack } from "../harness/services.ts";
 import { benchPostgresOptions } from "./bench_services.ts";
 import { type K6Result, runK6 } from "./k6.ts";
 import { onInterrupt } from "./interrupt.ts";

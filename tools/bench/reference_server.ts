@@ -11,7 +11,7 @@
  * @module
  */
 
-import { createApp } from "../server/app.ts";
+import { createApp } from "../../server/app.ts";
 
 const port = Number(Deno.env.get("PORT") ?? "8000");
 const bodyLimitBytes = Number(Deno.env.get("BODY_LIMIT_BYTES") ?? "16384");

@@ -15,10 +15,10 @@
  */
 
 import postgres from "postgres";
-import { queueKeys } from "../queue/keys.ts";
-import { RedisQueue } from "../queue/redis_queue.ts";
-import { insertUsers } from "../schema/users_table.ts";
-import { REPO_DIR } from "../tests/services.ts";
+import { queueKeys } from "../../queue/keys.ts";
+import { RedisQueue } from "../../queue/redis_queue.ts";
+import { insertUsers } from "../../schema/users_table.ts";
+import { REPO_DIR } from "../harness/services.ts";
 import { benchPostgresOptions, type BenchServices, freshQueueName } from "./bench_services.ts";
 import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
 import { startDenoProcess, taskCommand } from "./deno_task.ts";

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { decodeEnvelope, encodeEnvelope } from "../queue/envelope.ts";
-import type { RedisQueue } from "../queue/redis_queue.ts";
+import { decodeEnvelope, encodeEnvelope } from "../../queue/envelope.ts";
+import type { RedisQueue } from "../../queue/redis_queue.ts";
 import { benchUsers, preloadQueue } from "./preload.ts";
 
 Deno.test("benchUsers() makes valid, distinct envelopes", () => {

@@ -13,11 +13,11 @@
  *
  *   deno run --cached-only --allow-read --allow-write --allow-run --allow-env \
  *     --allow-net=127.0.0.1 --allow-sys=hostname,osRelease,networkInterfaces,loadavg,uid,gid \
- *     bench/main.ts [--quick] [--out DIR] [--only PHASES]
+ *     tools/bench/main.ts [--quick] [--out DIR] [--only PHASES]
  *
  * `--quick` (CI) runs every phase small and short, in under two minutes, and
- * writes to bench/results/quick/ so it never overwrites the full run's
- * bench/results/; `--only ingest,drain,e2e,growth` runs some phases;
+ * writes to tools/bench/results/quick/ so it never overwrites the full run's
+ * tools/bench/results/; `--only ingest,drain,e2e,growth` runs some phases;
  * `--render DIR/results.json --out DIR` only rewrites a run's report and chart
  * (after a change to them). Reads env: PATH,
  * HOME, STACK_TOOLS_DIR, STACK_PG_BIN_DIR. Exits 1 if a phase fails; a target
@@ -27,7 +27,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { REPO_DIR } from "../tests/services.ts";
+import { REPO_DIR } from "../harness/services.ts";
 import { startBenchServices } from "./bench_services.ts";
 import { chartSpec, renderSvg } from "./chart_spec.ts";
 import { runDrain } from "./drain.ts";
@@ -95,7 +95,7 @@ export function parseBenchArgs(args: readonly string[]): BenchArgs {
   }
   return {
     quick: values.quick ?? false,
-    out: values.out ?? `${REPO_DIR}/bench/results${values.quick ? "/quick" : ""}`,
+    out: values.out ?? `${REPO_DIR}/tools/bench/results${values.quick ? "/quick" : ""}`,
     phases: PHASES.filter((p) => phases.includes(p)),
     ...(values.render === undefined ? {} : { render: values.render }),
   };

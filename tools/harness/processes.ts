@@ -20,7 +20,7 @@ export class TaskProcess implements AsyncDisposable {
     this.name = name;
     this.#child = new Deno.Command(Deno.execPath(), {
       args: ["task", "-q", task],
-      cwd: new URL("..", import.meta.url).pathname,
+      cwd: new URL("../..", import.meta.url).pathname,
       env,
       stdin: "null",
       stdout: "piped",
@@ -89,20 +89,4 @@ function childrenOf(pid: number): number[] {
     }
   }
   return found;
-}
-
-/** Polls `check` until it returns true; returns the milliseconds it took. */
-export async function waitFor(
-  what: string,
-  check: () => Promise<boolean> | boolean,
-  { timeoutMs = 30_000, intervalMs = 50 } = {},
-): Promise<number> {
-  const start = Date.now();
-  while (!(await check())) {
-    if (Date.now() - start > timeoutMs) {
-      throw new Error(`Cannot wait any longer for ${what}: not true after ${timeoutMs} ms`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-  return Date.now() - start;
 }

@@ -8,10 +8,10 @@
  * @module
  */
 
-import { encodeEnvelope } from "../queue/envelope.ts";
-import { queueKeys } from "../queue/keys.ts";
-import { RedisQueue } from "../queue/redis_queue.ts";
-import { freePort } from "../tests/services.ts";
+import { encodeEnvelope } from "../../queue/envelope.ts";
+import { queueKeys } from "../../queue/keys.ts";
+import { RedisQueue } from "../../queue/redis_queue.ts";
+import { freePort } from "../harness/ports.ts";
 import { type BenchServices, freshQueueName } from "./bench_services.ts";
 import { startDenoProcess, taskCommand, waitForHealthy } from "./deno_task.ts";
 import { type DrainRun, timeDrain } from "./drain.ts";

@@ -3,7 +3,7 @@
  * server on free loopback ports with their data in temp dirs, the migration,
  * and a whole native stack, each disposable (`await using`, or `close()`),
  * which removes its temp dir. The servers are the native stack's own
- * (`native_stack/`), so tests exercise the same configuration `./stack up`
+ * (`tools/stack/`), so tests exercise the same configuration `./stack up`
  * runs: redis/redis.conf's AOF settings and project.env's credentials.
  *
  * The programs come from PATH; `./stack test` puts the tools it installed
@@ -14,14 +14,15 @@
  */
 
 import { fileURLToPath } from "node:url";
-import { parseEnvFile } from "../native_stack/env_file.ts";
-import type { LineSink } from "../native_stack/line_output.ts";
-import { type PostgresEnv, PostgresServer } from "../native_stack/postgres_server.ts";
-import { RedisServer } from "../native_stack/redis_server.ts";
-import { NativeStack } from "../native_stack/supervisor.ts";
+import { parseEnvFile } from "../stack/env_file.ts";
+import type { LineSink } from "../stack/line_output.ts";
+import { type PostgresEnv, PostgresServer } from "../stack/postgres_server.ts";
+import { RedisServer } from "../stack/redis_server.ts";
+import { NativeStack } from "../stack/supervisor.ts";
+import { freePort, freePorts } from "./ports.ts";
 
 /** The repo root, without a trailing slash. */
-export const REPO_DIR: string = fileURLToPath(new URL("..", import.meta.url)).replace(/\/$/, "");
+export const REPO_DIR: string = fileURLToPath(new URL("../..", import.meta.url)).replace(/\/$/, "");
 
 /** project.env, parsed. */
 export function projectEnv(): Record<string, string> {
@@ -35,25 +36,6 @@ export function useStackTools(): void {
   }/bin`;
   const path = Deno.env.get("PATH") ?? "";
   if (!path.split(":").includes(tools)) Deno.env.set("PATH", `${tools}:${path}`);
-}
-
-/**
- * `count` distinct free loopback ports. All are held open together while
- * they are picked, so no two are the same.
- */
-export function freePorts(count: number): number[] {
-  const listeners = Array.from(
-    { length: count },
-    () => Deno.listen({ hostname: "127.0.0.1", port: 0 }),
-  );
-  const ports = listeners.map((listener) => (listener.addr as Deno.NetAddr).port);
-  for (const listener of listeners) listener.close();
-  return ports;
-}
-
-/** One free loopback port. */
-export function freePort(): number {
-  return freePorts(1)[0] ?? 0;
 }
 
 /**

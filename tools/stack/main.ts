@@ -44,7 +44,7 @@ async function main(): Promise<number> {
     console.error(error.message);
     return 2;
   }
-  const repoDir = fileURLToPath(new URL("..", import.meta.url)).replace(/\/$/, "");
+  const repoDir = fileURLToPath(new URL("../..", import.meta.url)).replace(/\/$/, "");
   await Deno.mkdir(config.stateDir, { recursive: true });
   const stateDir = await Deno.realPath(config.stateDir);
   const other = await runningSupervisor(stateDir);

@@ -10,15 +10,15 @@
 
 import { Redis } from "ioredis";
 import postgres from "postgres";
-import { parseEnv, postgresVars } from "../queue/config.ts";
-import { postgresOptions } from "../schema/postgres_options.ts";
+import { parseEnv, postgresVars } from "../../queue/config.ts";
+import { postgresOptions } from "../../schema/postgres_options.ts";
 import {
   migrate,
   startPostgres,
   startRedis,
   type TestPostgres,
   type TestRedis,
-} from "../tests/services.ts";
+} from "../harness/services.ts";
 import { onInterrupt } from "./interrupt.ts";
 import { readTreeCpuSeconds } from "./process_stats.ts";
 

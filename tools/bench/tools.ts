@@ -7,8 +7,8 @@
  * @module
  */
 
-import { findPostgresBinDir } from "../native_stack/postgres_server.ts";
-import { useStackTools } from "../tests/services.ts";
+import { findPostgresBinDir } from "../stack/postgres_server.ts";
+import { useStackTools } from "../harness/services.ts";
 
 /** A program, the phases that need it, and how to install it. */
 export interface Tool {

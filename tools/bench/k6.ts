@@ -8,7 +8,7 @@
  * @module
  */
 
-import { REPO_DIR } from "../tests/services.ts";
+import { REPO_DIR } from "../harness/services.ts";
 import { readCpuSeconds } from "./process_stats.ts";
 
 /** What one k6 run measured. */
@@ -114,7 +114,7 @@ export async function runK6(baseUrl: string, options: K6Options): Promise<K6Resu
         "--address",
         "127.0.0.1:0",
         ...env.flatMap((pair) => ["-e", pair]),
-        `${REPO_DIR}/bench/post_users_k6.js`,
+        `${REPO_DIR}/tools/bench/post_users_k6.js`,
       ],
       stdin: "null",
       stdout: "piped",

@@ -9,7 +9,8 @@
  * @module
  */
 
-import { freePort, REPO_DIR } from "../tests/services.ts";
+import { freePort } from "../harness/ports.ts";
+import { REPO_DIR } from "../harness/services.ts";
 import { type BenchServices, freshQueueName } from "./bench_services.ts";
 import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
 import {
@@ -82,7 +83,7 @@ export function medianRun<T extends { requestsPerSecond: number }>(runs: readonl
   return sorted[Math.floor((sorted.length - 1) / 2)]!;
 }
 
-const SCRIPT = `${REPO_DIR}/bench/post_users.lua`;
+const SCRIPT = `${REPO_DIR}/tools/bench/post_users.lua`;
 
 interface Server {
   readonly target: IngestTarget;
