@@ -1,11 +1,16 @@
 /**
- * Parsing configuration from the environment: one zod schema per service,
- * parsed once at start-up into a read-only object. A bad value stops the
- * process with a message naming the variable, its value and the rule, instead
- * of failing later in a way that hides the cause.
+ * Configuration from the environment: the queue's own variables (where it
+ * lives, what it is called, how long it may grow), which the API and the
+ * consumer must agree on, and the parsing every process uses for all of its
+ * variables: one zod shape per process, parsed once at start-up into a
+ * read-only object. A bad value stops the process with a message naming the
+ * variable, its value and the rule, instead of failing later in a way that
+ * hides the cause.
  *
- * The pieces both services need (Redis, the queue, PostgreSQL) are defined
- * here so their names and defaults cannot drift apart.
+ * The parsing sits beside the variables both services share rather than in a
+ * module of its own: it is a few lines, and every process imports this module
+ * anyway. The PostgreSQL variables live with the schema
+ * (`schema/postgres_options.ts`).
  *
  * @module
  */
@@ -24,7 +29,7 @@ export function intVar(min: number, max: number) {
 export const queueVars = {
   /** ioredis connection URL. */
   REDIS_URL: z.string().regex(/^rediss?:\/\//, "must be a redis:// or rediss:// URL").default(
-    "redis://127.0.0.1:6379",
+    "redis://redis:6379",
   ),
   /** The main list's key; every other key of the queue starts with it. */
   QUEUE_NAME: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 of A-Z a-z 0-9 _ . : -")
@@ -32,24 +37,6 @@ export const queueVars = {
   /** The bound that keeps a backlog from exhausting Redis' memory. */
   QUEUE_MAX_LENGTH: intVar(1, 100_000_000).default(1_000_000),
 };
-
-/** The libpq-style variables postgres.js understands, with the course's defaults. */
-export const postgresVars = {
-  PGHOST: z.string().min(1).default("database"),
-  PGPORT: intVar(1, 65_535).default(5432),
-  PGUSER: z.string().min(1).default("username"),
-  PGPASSWORD: z.string().default("password"),
-  PGDATABASE: z.string().min(1).default("database"),
-};
-
-/** The PostgreSQL connection part of a parsed configuration. */
-export interface PostgresConfig {
-  readonly PGHOST: string;
-  readonly PGPORT: number;
-  readonly PGUSER: string;
-  readonly PGPASSWORD: string;
-  readonly PGDATABASE: string;
-}
 
 /**
  * Parses `env` with `shape`, or throws a `TypeError` listing every bad

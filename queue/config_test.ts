@@ -5,7 +5,7 @@ import { intVar, parseEnv, queueVars } from "./config.ts";
 Deno.test("parseEnv() fills every default for an empty environment", () => {
   const config = parseEnv("test", queueVars, {});
   assert.deepEqual(config, {
-    REDIS_URL: "redis://127.0.0.1:6379",
+    REDIS_URL: "redis://redis:6379",
     QUEUE_NAME: "users",
     QUEUE_MAX_LENGTH: 1_000_000,
   });

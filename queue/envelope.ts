@@ -30,6 +30,15 @@ export interface UserEnvelope {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
+ * True for a UUID in the canonical lowercase form the API mints and PostgreSQL
+ * prints; the one rule for ids everywhere in the pipeline. Lowercase a user's
+ * input before asking.
+ */
+export function isUuid(text: string): boolean {
+  return UUID.test(text);
+}
+
+/**
  * Says what is wrong with an already-trimmed name, or returns `undefined` when
  * it is acceptable: non-empty, at most {@link NAME_MAX_LENGTH} code points, no
  * NUL character and no lone UTF-16 surrogate (PostgreSQL `text` can store
@@ -86,7 +95,7 @@ export function decodeEnvelope(raw: string): UserEnvelope {
     throw new PoisonMessageError("item is not a JSON object");
   }
   const { id, name, enqueued_at: enqueuedAt } = value as Record<string, unknown>;
-  if (typeof id !== "string" || !UUID.test(id)) {
+  if (typeof id !== "string" || !isUuid(id)) {
     throw new PoisonMessageError("item has no valid id (a lowercase UUID string)");
   }
   if (typeof name !== "string") throw new PoisonMessageError("item has no string name");

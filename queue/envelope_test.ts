@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import {
   decodeEnvelope,
   encodeEnvelope,
+  isUuid,
   NAME_MAX_LENGTH,
   nameProblem,
   PoisonMessageError,
@@ -43,4 +44,12 @@ Deno.test("decodeEnvelope() rejects every malformed item as poison", () => {
   for (const raw of bad) {
     assert.throws(() => decodeEnvelope(raw), PoisonMessageError, raw.slice(0, 40));
   }
+});
+
+Deno.test("isUuid() accepts only the canonical lowercase form", () => {
+  assert.ok(isUuid(id));
+  assert.ok(!isUuid(id.toUpperCase()));
+  assert.ok(!isUuid(id.replaceAll("-", "")));
+  assert.ok(!isUuid(`${id}0`));
+  assert.ok(!isUuid(`{${id}}`));
 });

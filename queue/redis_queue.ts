@@ -205,19 +205,3 @@ export class RedisQueue {
     return { queued, retry, dead, processing: processing.reduce((sum, n) => sum + n, 0) };
   }
 }
-
-/**
- * Blocks on `blocking` (a connection of its own: a blocked connection serves
- * nobody else) until the main list has an item or `timeoutSeconds` pass.
- * `BLMOVE q q RIGHT RIGHT` pops the last item and pushes it straight back to
- * the same end: a wait that takes nothing, so every actual move still goes
- * through the fetch script and its fencing check.
- */
-export async function waitForItems(
-  blocking: Redis,
-  keys: QueueKeys,
-  timeoutSeconds: number,
-): Promise<boolean> {
-  const item = await blocking.blmove(keys.queue, keys.queue, "RIGHT", "RIGHT", timeoutSeconds);
-  return item !== null;
-}

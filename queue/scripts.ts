@@ -180,7 +180,7 @@ return #items
 `;
 
 /** The raw reply of the fetch script. */
-export type FetchReply = -1 | [0 | 1, string[] | string] | [0];
+type FetchReply = -1 | [0 | 1, string[] | string] | [0];
 
 declare module "ioredis" {
   interface RedisCommander<Context> {

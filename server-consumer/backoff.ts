@@ -1,8 +1,8 @@
 /**
  * Waiting out a failing dependency: capped exponential backoff with full
  * jitter (so a fleet of consumers does not retry in lockstep), and an outage
- * log that speaks once when the trouble starts and once when it ends, not on
- * every retry.
+ * tracker that reports once when the trouble starts and once when it ends,
+ * not on every retry.
  *
  * @module
  */
@@ -25,16 +25,41 @@ export function backoffDelay(
   return Math.round(random() * ceiling);
 }
 
-/** Tracks whether a dependency is failing and logs the transitions. */
+/** A dependency the consumer retries. */
+export type Dependency = "redis" | "postgres";
+
+/** The start or the end of an outage. */
+export type OutageEvent =
+  | { readonly event: "outage_started"; readonly dependency: Dependency; readonly error: unknown }
+  | {
+    readonly event: "outage_ended";
+    readonly dependency: Dependency;
+    /** How long it lasted. */
+    readonly ms: number;
+    /** How many calls failed during it. */
+    readonly failures: number;
+  };
+
+/** Options of {@linkcode Outage}. */
+export interface OutageOptions {
+  /** Receives the start and the end of each outage. */
+  readonly onEvent: (event: OutageEvent) => void;
+  /** The current time in ms. @default Date.now */
+  readonly now?: () => number;
+}
+
+/** Tracks whether a dependency is failing and reports the transitions. */
 export class Outage {
-  readonly #what: string;
-  readonly #log: (line: string) => void;
+  readonly #dependency: Dependency;
+  readonly #onEvent: (event: OutageEvent) => void;
+  readonly #now: () => number;
   #since: number | undefined;
   #failures = 0;
 
-  constructor(what: string, log: (line: string) => void = console.error) {
-    this.#what = what;
-    this.#log = log;
+  constructor(dependency: Dependency, options: OutageOptions) {
+    this.#dependency = dependency;
+    this.#onEvent = options.onEvent;
+    this.#now = options.now ?? Date.now;
   }
 
   /** Consecutive failures so far (the next backoff attempt number). */
@@ -42,20 +67,24 @@ export class Outage {
     return this.#failures;
   }
 
-  /** Records a failure; logs only the first of an outage. */
+  /** Records a failure; reports only the first of an outage. */
   failed(error: unknown): void {
     if (this.#since === undefined) {
-      this.#since = Date.now();
-      const reason = error instanceof Error ? error.message : String(error);
-      this.#log(`${this.#what} unavailable, retrying with backoff: ${reason}`);
+      this.#since = this.#now();
+      this.#onEvent({ event: "outage_started", dependency: this.#dependency, error });
     }
     this.#failures++;
   }
 
-  /** Records a success; logs the end of an outage with its length. */
+  /** Records a success; reports the end of an outage with its length. */
   succeeded(): void {
     if (this.#since !== undefined) {
-      this.#log(`${this.#what} is back after ${Date.now() - this.#since} ms`);
+      this.#onEvent({
+        event: "outage_ended",
+        dependency: this.#dependency,
+        ms: this.#now() - this.#since,
+        failures: this.#failures,
+      });
       this.#since = undefined;
     }
     this.#failures = 0;

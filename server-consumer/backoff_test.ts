@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { backoffDelay, Outage } from "./backoff.ts";
+import { backoffDelay, Outage, type OutageEvent } from "./backoff.ts";
 
 Deno.test("backoffDelay() doubles its ceiling per attempt up to the cap", () => {
   const top = () => 1;
@@ -13,16 +13,20 @@ Deno.test("backoffDelay() doubles its ceiling per attempt up to the cap", () => 
   assert.equal(backoffDelay(3, { baseMs: 100 }, () => 0), 0);
 });
 
-Deno.test("Outage logs once when failures start and once when they end", () => {
-  const lines: string[] = [];
-  const outage = new Outage("postgres", (line) => lines.push(line));
+Deno.test("Outage reports once when failures start and once when they end", () => {
+  const events: OutageEvent[] = [];
+  let now = 1_000;
+  const outage = new Outage("postgres", { onEvent: (event) => events.push(event), now: () => now });
+  const refused = new Error("connection refused");
   outage.succeeded();
-  outage.failed(new Error("connection refused"));
-  outage.failed(new Error("connection refused"));
+  outage.failed(refused);
+  now += 700;
+  outage.failed(refused);
   assert.equal(outage.failures, 2);
   outage.succeeded();
   assert.equal(outage.failures, 0);
-  assert.equal(lines.length, 2);
-  assert.match(lines[0]!, /^postgres unavailable, retrying with backoff: connection refused$/);
-  assert.match(lines[1]!, /^postgres is back after \d+ ms$/);
+  assert.deepEqual(events, [
+    { event: "outage_started", dependency: "postgres", error: refused },
+    { event: "outage_ended", dependency: "postgres", ms: 700, failures: 2 },
+  ]);
 });

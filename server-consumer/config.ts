@@ -5,9 +5,11 @@
  */
 
 import { z } from "zod";
-import { type Env, intVar, parseEnv, postgresVars, queueVars } from "../queue/config.ts";
+import { type Env, intVar, parseEnv, queueVars } from "../queue/config.ts";
+import { postgresVars } from "../schema/postgres_options.ts";
 
-const consumerVars = {
+/** Every variable the consumer reads, with its rule and default. */
+export const consumerVars = {
   ...queueVars,
   ...postgresVars,
   /** `single` stores one row per statement; `batch` up to BATCH_SIZE rows per statement. */

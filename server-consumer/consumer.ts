@@ -11,20 +11,28 @@
  *   for its data) is dead-lettered with the reason and never blocks the loop.
  * - Transient failures (Redis or PostgreSQL down, frozen or restarting) are
  *   retried with capped exponential backoff and jitter, forever while running;
- *   they are never dead-lettered. The outage is logged when it starts and ends.
+ *   they are never dead-lettered. The outage is reported when it starts and
+ *   when it ends.
  * - A heartbeat, refreshed on a timer independent of the work, says this
  *   consumer is alive however slow its inserts; each consumer periodically
  *   recovers the items of consumers whose heartbeat expired.
  * - On stop, the loop takes no new batch, finishes the batch in hand (or, past
  *   the shutdown deadline, hands it back to the front of the queue), and
  *   unregisters.
+ * - A batch counts in {@link ConsumerStats} once, when its acknowledgement is
+ *   accepted: a fenced consumer's batch is redelivered and counted by whoever
+ *   acknowledges it.
+ *
+ * The loop prints nothing: it reports what happens as {@link ConsumerEvent}s,
+ * and `main.ts` decides how they are written.
  *
  * @module
  */
 
 import { decodeEnvelope, PoisonMessageError, type UserEnvelope } from "../queue/envelope.ts";
 import type { Batch, DeadLetter } from "../queue/redis_queue.ts";
-import { backoffDelay, Outage } from "./backoff.ts";
+import { backoffDelay, Outage, type OutageEvent } from "./backoff.ts";
+import { type Clock, systemClock } from "./clock.ts";
 import { type UserStore, writeUsers } from "./user_writer.ts";
 
 /** The queue operations the loop uses; `RedisQueue` provides them. */
@@ -39,6 +47,41 @@ export interface ConsumerQueue {
 
 /** A point of the loop, reported to {@link ConsumerOptions.onStep} (fault tests crash there). */
 export type Step = "fetched" | "stored";
+
+/**
+ * What the loop reports. `event` is the name written to the log and the
+ * other fields are written beside it, so they are spelled as in the log.
+ */
+export type ConsumerEvent =
+  /** Registered: from now on the consumer takes work (its readiness). */
+  | {
+    readonly event: "consumer_started";
+    readonly consumer_id: string;
+    readonly batch_size: number;
+  }
+  /** Declared dead by others while alive; carries on under a new id. */
+  | {
+    readonly event: "consumer_fenced";
+    readonly consumer_id: string;
+    readonly new_consumer_id: string;
+    readonly reason: string;
+  }
+  | OutageEvent
+  /** Work taken back from consumers whose heartbeat expired. */
+  | {
+    readonly event: "recovered";
+    readonly items: number;
+    readonly buried: number;
+    readonly consumers: number;
+  }
+  /** One item buried with its reason (and PostgreSQL's SQLSTATE if it refused the row). */
+  | { readonly event: "dead_lettered"; readonly reason: string; readonly sqlstate?: string }
+  /** Stopping took longer than allowed while retrying; `items` were still in hand. */
+  | { readonly event: "shutdown_deadline"; readonly items: number }
+  /** Unregistered, returning `items` unfinished items to the front of the queue. */
+  | { readonly event: "handed_back"; readonly consumer_id: string; readonly items: number }
+  /** Could not unregister; whatever it held is recovered once its heartbeat expires. */
+  | { readonly event: "hand_back_failed"; readonly consumer_id: string; readonly error: unknown };
 
 /** What the loop needs; `main.ts` wires the real clients. */
 export interface ConsumerOptions {
@@ -56,12 +99,16 @@ export interface ConsumerOptions {
   readonly shutdownTimeoutMs: number;
   /** Mints a consumer id (a new one after being fenced). */
   readonly newId: () => string;
-  readonly log?: (line: string) => void;
+  /** Receives everything worth logging. @default ignores them */
+  readonly onEvent?: (event: ConsumerEvent) => void;
+  /** Time, pauses and timers. @default systemClock */
+  readonly clock?: Clock;
   readonly onStep?: (step: Step, batch: Batch) => void;
 }
 
 /** Running totals, for logs, tests and benchmarks. */
 export interface ConsumerStats {
+  /** Rows acknowledged as stored (including redeliveries of rows already there). */
   stored: number;
   deadLettered: number;
   batches: number;
@@ -78,14 +125,16 @@ export class Consumer {
   readonly #redis: Outage;
   readonly #postgres: Outage;
   #id: string;
+  #inHand: Batch | undefined;
   #stopRequested: number | undefined;
   #running: Promise<void> | undefined;
-  #timers: ReturnType<typeof setInterval>[] = [];
+  #stopTimers: (() => void)[] = [];
 
   constructor(options: ConsumerOptions) {
-    this.#o = { log: console.log, ...options };
-    this.#redis = new Outage("redis", this.#o.log);
-    this.#postgres = new Outage("postgres", this.#o.log);
+    this.#o = { onEvent: () => {}, clock: systemClock, ...options };
+    const outage = { onEvent: this.#o.onEvent, now: () => this.#o.clock.now() };
+    this.#redis = new Outage("redis", outage);
+    this.#postgres = new Outage("postgres", outage);
     this.#id = options.newId();
   }
 
@@ -102,7 +151,7 @@ export class Consumer {
 
   /** Asks the loop to finish the batch in hand and stop; resolves when it has. */
   stop(): Promise<void> {
-    this.#stopRequested ??= Date.now();
+    this.#stopRequested ??= this.#o.clock.now();
     return this.#running ?? Promise.resolve();
   }
 
@@ -112,10 +161,10 @@ export class Consumer {
 
   async #loop(): Promise<void> {
     const o = this.#o;
-    await this.#retry(this.#redis, () => o.queue.register(this.#id, o.heartbeatTtlMs));
-    o.log(`consumer ${this.#id} started (batch size ${o.batchSize})`);
-    this.#startTimers();
     try {
+      await this.#retry(this.#redis, () => o.queue.register(this.#id, o.heartbeatTtlMs));
+      o.onEvent({ event: "consumer_started", consumer_id: this.#id, batch_size: o.batchSize });
+      this.#startTimers();
       while (!this.#stopping) {
         const batch = await this.#retry(this.#redis, () => o.queue.fetch(this.#id, o.batchSize));
         if (batch === undefined) {
@@ -126,30 +175,33 @@ export class Consumer {
           await this.#retry(this.#redis, () => this.#wait());
           continue;
         }
+        this.#inHand = batch;
         o.onStep?.("fetched", batch);
         await this.#handle(batch);
+        this.#inHand = undefined;
       }
     } catch (error) {
       if (!(error instanceof ShutdownDeadline)) throw error;
-      o.log("shutdown deadline passed with a batch in hand: handing it back");
+      o.onEvent({ event: "shutdown_deadline", items: this.#inHand?.items.length ?? 0 });
     } finally {
-      for (const timer of this.#timers) clearInterval(timer);
+      for (const stop of this.#stopTimers) stop();
     }
     // Items still held (a batch abandoned at the deadline) go back to the front
     // of the queue; if Redis is unreachable now, the heartbeat expires and
     // another consumer recovers them instead. Nothing is lost either way.
     try {
-      const returned = await o.queue.handBack(this.#id);
-      o.log(`consumer ${this.#id} stopped; ${returned} items handed back`);
+      const items = await o.queue.handBack(this.#id);
+      o.onEvent({ event: "handed_back", consumer_id: this.#id, items });
     } catch (error) {
-      o.log(`consumer ${this.#id} stopped; hand-back failed, items await recovery: ${error}`);
+      o.onEvent({ event: "hand_back_failed", consumer_id: this.#id, error });
     }
   }
 
   async #wait(): Promise<void> {
     const o = this.#o;
-    // A client-side bound in case a reconnect leaves the blocking call hanging
-    // (a known ioredis failure mode); main.ts resets the connection on timeout.
+    // The wait bounds itself client-side as well, in case a reconnect leaves the
+    // blocking call hanging (see `queue/blocking_wait.ts`); a wait that fails
+    // that way is retried like any other call.
     await o.waitForItems(o.blockTimeoutSeconds);
   }
 
@@ -158,7 +210,7 @@ export class Consumer {
     const deadLetters: DeadLetter[] = [];
     const users: UserEnvelope[] = [];
     const payloads: string[] = [];
-    const now = new Date().toISOString();
+    const now = new Date(o.clock.now()).toISOString();
     for (const payload of batch.items) {
       try {
         users.push(decodeEnvelope(payload));
@@ -168,32 +220,44 @@ export class Consumer {
         deadLetters.push({ payload, reason: error.message, dead_at: now });
       }
     }
+    let stored = 0;
     if (users.length > 0) {
       const rejected = await this.#retry(this.#postgres, () => writeUsers(o.store, users));
       for (const { index, reason, sqlstate } of rejected) {
         deadLetters.push({ payload: payloads[index]!, reason, sqlstate, dead_at: now });
       }
-      this.stats.stored += users.length - rejected.length;
+      stored = users.length - rejected.length;
     }
     o.onStep?.("stored", batch);
     const acked = await this.#retry(this.#redis, () => o.queue.ack(this.#id, batch, deadLetters));
     if (!acked) {
       // Our items were recovered while we worked; they will be redelivered and
-      // the idempotent insert absorbs the repeat.
+      // the idempotent insert absorbs the repeat. They are counted (and their
+      // dead letters buried) by whoever acknowledges them, so not here.
       await this.#reregister("it was presumed dead while storing a batch");
       return;
     }
     this.stats.batches++;
+    this.stats.stored += stored;
     this.stats.deadLettered += deadLetters.length;
-    for (const letter of deadLetters) {
-      o.log(`dead-lettered: ${letter.reason}${letter.sqlstate ? ` (${letter.sqlstate})` : ""}`);
+    for (const { reason, sqlstate } of deadLetters) {
+      o.onEvent(
+        sqlstate === undefined
+          ? { event: "dead_lettered", reason }
+          : { event: "dead_lettered", reason, sqlstate },
+      );
     }
   }
 
-  async #reregister(why: string): Promise<void> {
+  async #reregister(reason: string): Promise<void> {
     const old = this.#id;
     this.#id = this.#o.newId();
-    this.#o.log(`consumer ${old} was fenced (${why}); continuing as ${this.#id}`);
+    this.#o.onEvent({
+      event: "consumer_fenced",
+      consumer_id: old,
+      new_consumer_id: this.#id,
+      reason,
+    });
     await this.#retry(this.#redis, () => this.#o.queue.register(this.#id, this.#o.heartbeatTtlMs));
   }
 
@@ -212,17 +276,15 @@ export class Consumer {
         const { recovered, buried, consumers } = await o.queue.recover(o.maxCrashes);
         if (consumers > 0) {
           this.stats.recovered += recovered;
-          o.log(
-            `recovered ${recovered} items (${buried} dead-lettered) from ${consumers} dead consumers`,
-          );
+          o.onEvent({ event: "recovered", items: recovered, buried, consumers });
         }
       } catch {
         // Same as above: retried on the next tick.
       }
     };
-    this.#timers.push(
-      setInterval(heartbeat, Math.max(100, Math.floor(o.heartbeatTtlMs / 3))),
-      setInterval(recover, o.recoveryIntervalMs),
+    this.#stopTimers.push(
+      o.clock.every(Math.max(100, Math.floor(o.heartbeatTtlMs / 3)), heartbeat),
+      o.clock.every(o.recoveryIntervalMs, recover),
     );
     void recover();
   }
@@ -233,6 +295,7 @@ export class Consumer {
    * stopping, gives up at the shutdown deadline.
    */
   async #retry<T>(outage: Outage, work: () => Promise<T>): Promise<T> {
+    const { clock, retryMaxDelayMs, shutdownTimeoutMs } = this.#o;
     for (;;) {
       try {
         const result = await work();
@@ -240,13 +303,13 @@ export class Consumer {
         return result;
       } catch (error) {
         outage.failed(error);
-        let delay = backoffDelay(outage.failures - 1, { maxMs: this.#o.retryMaxDelayMs });
+        let delay = backoffDelay(outage.failures - 1, { maxMs: retryMaxDelayMs });
         if (this.#stopRequested !== undefined) {
-          const left = this.#stopRequested + this.#o.shutdownTimeoutMs - Date.now();
+          const left = this.#stopRequested + shutdownTimeoutMs - clock.now();
           if (left <= 0) throw new ShutdownDeadline();
           delay = Math.min(delay, left);
         }
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        await clock.sleep(delay);
       }
     }
   }

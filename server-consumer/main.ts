@@ -2,45 +2,58 @@
  * The consumer process: parses its configuration, opens two Redis connections
  * (one for short commands, one of its own for the blocking wait) and a
  * PostgreSQL pool, runs the consumer loop, and on SIGTERM/SIGINT finishes or
- * hands back the batch in hand and exits 0.
+ * hands back the batch in hand, closes its clients and exits 0.
+ *
+ * It logs JSON lines (`queue/event_log.ts`): the loop's events
+ * (`consumer_started`, which is its readiness, `consumer_fenced`,
+ * `outage_started`, `outage_ended`, `recovered`, `dead_lettered`,
+ * `shutdown_deadline`, `handed_back`, `hand_back_failed`), then `stopping` on a
+ * signal and `stopped` with the totals as its last line; `config_invalid`
+ * before exiting 1 on a bad variable; `unexpected_error` if the loop fails;
+ * `leaked_handle` (exit 1) if anything still keeps the process alive after
+ * everything was closed.
  *
  * Reads env: CONSUMER_MODE, BATCH_SIZE, HEARTBEAT_TTL_MS, RECOVERY_INTERVAL_MS,
  * MAX_CRASHES, STATEMENT_TIMEOUT_MS, BLOCK_TIMEOUT_SECONDS, RETRY_MAX_DELAY_MS,
- * SHUTDOWN_TIMEOUT_MS, FAULT_CRASH_AT, FAULT_CRASH_ON_NAME, REDIS_URL, QUEUE_NAME, QUEUE_MAX_LENGTH, PGHOST, PGPORT,
- * PGUSER, PGPASSWORD, PGDATABASE.
+ * SHUTDOWN_TIMEOUT_MS, FAULT_CRASH_AT, FAULT_CRASH_ON_NAME, REDIS_URL,
+ * QUEUE_NAME, QUEUE_MAX_LENGTH, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
  *
  * @module
  */
 
-import { Redis, type RedisOptions } from "ioredis";
+import { Redis } from "ioredis";
 import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
+import { waitForItems } from "../queue/blocking_wait.ts";
+import { errorText, EventLog } from "../queue/event_log.ts";
 import { queueKeys } from "../queue/keys.ts";
-import { type Batch, RedisQueue, waitForItems } from "../queue/redis_queue.ts";
+import { consumerBlockingOptions, consumerCommandOptions } from "../queue/redis_options.ts";
+import { type Batch, RedisQueue } from "../queue/redis_queue.ts";
 import { postgresOptions } from "../schema/postgres_options.ts";
 import { batchSizeOf, type ConsumerConfig, loadConsumerConfig } from "./config.ts";
 import { Consumer, type Step } from "./consumer.ts";
+import { logConsumerEvent } from "./consumer_log.ts";
 import { PostgresStore } from "./postgres_store.ts";
+
+/**
+ * How long the process may take to exit once everything is closed: 3 s is
+ * ample for sockets to finish closing, yet well within compose's grace period.
+ */
+const LEAK_GRACE_MS = 3_000;
+
+const log = new EventLog("server-consumer");
 
 let config: ConsumerConfig;
 try {
   config = loadConsumerConfig(Deno.env.toObject());
 } catch (error) {
-  console.error(error instanceof Error ? error.message : error);
+  log.error("config_invalid", { error, msg: errorText(error) });
   Deno.exit(1);
 }
 
-// Commands fail at once while Redis is unreachable; the loop owns retrying,
-// with backoff, so nothing queues up unboundedly inside the client.
-const redisOptions: RedisOptions = {
-  enableOfflineQueue: false,
-  maxRetriesPerRequest: 0,
-  connectTimeout: 2_000,
-  retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
-};
-const commands = new Redis(config.REDIS_URL, { ...redisOptions, commandTimeout: 10_000 });
-const blocking = new Redis(config.REDIS_URL, redisOptions);
-// Errors surface through the loop's outage log; without listeners ioredis prints each retry.
+const commands = new Redis(config.REDIS_URL, consumerCommandOptions);
+const blocking = new Redis(config.REDIS_URL, consumerBlockingOptions);
+// Errors surface through the loop's outage events; without listeners ioredis prints each retry.
 commands.on("error", () => {});
 blocking.on("error", () => {});
 
@@ -65,28 +78,15 @@ const store = new PostgresStore(
       onnotice: () => {},
       // A server-side bound as well, for statements that run but never finish.
       connection: { statement_timeout: config.STATEMENT_TIMEOUT_MS },
+      // No reconnect delay of postgres.js' own: the loop already retries with
+      // backoff. After a long outage postgres.js would wait up to 20 s before
+      // reconnecting, which only delays recovery, and a reconnect timer still
+      // pending at shutdown reopens a socket after end(), so the process never
+      // exits (seen as leaked_handle after the fault suite's PostgreSQL restart).
+      backoff: () => 0,
     }),
   config.STATEMENT_TIMEOUT_MS,
 );
-
-/**
- * The blocking wait with a client-side bound a second past the server-side
- * one: if a reconnect leaves the reply lost, drop the connection and carry on.
- */
-async function waitBounded(timeoutSeconds: number): Promise<unknown> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const guard = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      blocking.disconnect(true);
-      reject(new Error("blocking read got no reply; reconnecting"));
-    }, timeoutSeconds * 1_000 + 1_000);
-  });
-  try {
-    return await Promise.race([waitForItems(blocking, keys, timeoutSeconds), guard]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** The test suite's crash points (see FAULT_CRASH_AT); none in normal operation. */
 function faultInjection(
@@ -103,7 +103,7 @@ function faultInjection(
 
 const consumer = new Consumer({
   queue: new RedisQueue(commands, keys),
-  waitForItems: waitBounded,
+  waitForItems: (timeoutSeconds) => waitForItems(blocking, { queue: keys.queue, timeoutSeconds }),
   store,
   batchSize: batchSizeOf(config),
   heartbeatTtlMs: config.HEARTBEAT_TTL_MS,
@@ -113,19 +113,24 @@ const consumer = new Consumer({
   retryMaxDelayMs: config.RETRY_MAX_DELAY_MS,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
   newId: uuidv7,
+  onEvent: (event) => logConsumerEvent(log, event),
   onStep: faultInjection(config),
 });
 
+const stopRequested = Promise.withResolvers<Deno.Signal>();
+let stopSignal: Deno.Signal | undefined;
 for (const signal of ["SIGTERM", "SIGINT"] as const) {
   Deno.addSignalListener(signal, () => {
-    console.log(`${signal}: finishing the batch in hand`);
+    if (stopSignal !== undefined) return;
+    stopSignal = signal;
+    log.info("stopping", { signal, msg: `${signal}: finishing the batch in hand` });
+    stopRequested.resolve(signal);
     void consumer.stop();
   });
 }
 
 // Without an offline queue, commands sent before the first connection would
 // fail; start the loop once both connections are up (or stop if asked to first).
-let stopRequested = false;
 await Promise.race([
   Promise.all(
     [commands, blocking].map((client) =>
@@ -134,18 +139,14 @@ await Promise.race([
         : new Promise((resolve) => client.once("ready", resolve))
     ),
   ),
-  new Promise<void>((resolve) => {
-    for (const signal of ["SIGTERM", "SIGINT"] as const) {
-      Deno.addSignalListener(signal, () => {
-        stopRequested = true;
-        resolve();
-      });
-    }
-  }),
+  stopRequested.promise,
 ]);
 
+let failure: unknown;
 try {
-  if (!stopRequested) await consumer.run();
+  if (stopSignal === undefined) await consumer.run();
+} catch (error) {
+  failure = error;
 } finally {
   // The blocking connection holds nothing to flush; quit() on it would wait
   // for a frozen Redis forever. A failed quit() leaves ioredis reconnecting,
@@ -153,10 +154,35 @@ try {
   blocking.disconnect();
   await Promise.allSettled([store.close(), commands.quit()]);
   commands.disconnect();
-  console.log(`exiting: ${JSON.stringify(consumer.stats)}`);
 }
-// Everything is handed back or acknowledged and the clients are closed, but
-// postgres.js can revive a connection that was mid-reconnect when a client was
-// replaced after a timeout (seen after a PostgreSQL restart); that idle socket
-// would keep the process alive until SIGKILL. Nothing is left to do: exit.
-Deno.exit(0);
+
+if (failure !== undefined) {
+  log.error("unexpected_error", {
+    error: failure,
+    stack: failure instanceof Error ? failure.stack : undefined,
+    msg: `consumer loop failed: ${errorText(failure)}`,
+  });
+  Deno.exitCode = 1;
+}
+const { stored, deadLettered, batches, recovered } = consumer.stats;
+log.info("stopped", {
+  consumer_id: consumer.id,
+  stored,
+  dead_lettered: deadLettered,
+  batches,
+  recovered,
+  msg: `consumer ${consumer.id} stopped: ${stored} stored, ${deadLettered} dead-lettered ` +
+    `in ${batches} batches, ${recovered} recovered`,
+});
+
+// Everything is closed, so the process now exits by itself unless a handle is
+// still open (a socket postgres.js revived, say). The timer does not keep the
+// process alive; it only fires if something else does, and then says so.
+const leakGuard = setTimeout(() => {
+  log.error("leaked_handle", {
+    ms: LEAK_GRACE_MS,
+    msg: `still running ${LEAK_GRACE_MS} ms after closing every client: exiting 1`,
+  });
+  Deno.exit(1);
+}, LEAK_GRACE_MS);
+Deno.unrefTimer(leakGuard);

@@ -6,6 +6,11 @@
  * new one is made; the batch stays in the processing list and is retried, and
  * the idempotent insert makes it harmless if the lost statement did commit.
  *
+ * {@link PostgresStore.close} ends every client the store ever made, not only
+ * the current one, and waits for all of them: a thrown-away client is ended
+ * without waiting when it is replaced, and its connections may still be
+ * closing at shutdown.
+ *
  * @module
  */
 
@@ -14,25 +19,19 @@ import type { UserEnvelope } from "../queue/envelope.ts";
 import { insertUsers, storedNames } from "../schema/users_table.ts";
 import type { UserStore } from "./user_writer.ts";
 
-/** Raised when a statement outlived its deadline; transient by nature. */
-export class StatementTimeoutError extends Error {
-  constructor(ms: number) {
-    super(`Cannot wait for PostgreSQL any longer: no reply within ${ms} ms`);
-    this.name = "StatementTimeoutError";
-  }
-}
-
 /** A {@link UserStore} over postgres.js that replaces its client after a timeout. */
 export class PostgresStore implements UserStore {
   readonly #connect: () => postgres.Sql;
   readonly #timeoutMs: number;
+  readonly #clients: postgres.Sql[] = [];
   #sql: postgres.Sql;
+  #closing: Promise<void> | undefined;
 
   /** `connect` makes a fresh client; it is called now and after each timeout. */
   constructor(connect: () => postgres.Sql, timeoutMs: number) {
     this.#connect = connect;
     this.#timeoutMs = timeoutMs;
-    this.#sql = connect();
+    this.#sql = this.#newClient();
   }
 
   insert(users: readonly UserEnvelope[]): Promise<Set<string>> {
@@ -43,9 +42,22 @@ export class PostgresStore implements UserStore {
     return this.#withDeadline((sql) => storedNames(sql, ids));
   }
 
-  /** Closes the current client, letting queries in flight finish for up to `seconds`. */
+  /**
+   * Ends every client this store made, letting queries in flight finish for up
+   * to `seconds` before their connections are destroyed. A second call returns
+   * the first call's promise.
+   */
   close(seconds = 5): Promise<void> {
-    return this.#sql.end({ timeout: seconds });
+    this.#closing ??= Promise.all(
+      this.#clients.map((sql) => sql.end({ timeout: seconds }).catch(() => {})),
+    ).then(() => {});
+    return this.#closing;
+  }
+
+  #newClient(): postgres.Sql {
+    const sql = this.#connect();
+    this.#clients.push(sql);
+    return sql;
   }
 
   async #withDeadline<T>(work: (sql: postgres.Sql) => Promise<T>): Promise<T> {
@@ -54,11 +66,15 @@ export class PostgresStore implements UserStore {
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         if (this.#sql === sql) {
-          this.#sql = this.#connect();
+          this.#sql = this.#newClient();
           // Abandon the stuck connections without waiting on them.
           sql.end({ timeout: 0 }).catch(() => {});
         }
-        reject(new StatementTimeoutError(this.#timeoutMs));
+        // A plain error: like any failure that is not about the data, the
+        // consumer retries it, so nothing needs to tell it apart.
+        reject(
+          new Error(`Cannot wait for PostgreSQL any longer: no reply within ${this.#timeoutMs} ms`),
+        );
       }, this.#timeoutMs);
     });
     try {

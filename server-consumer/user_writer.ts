@@ -30,7 +30,7 @@ export interface Rejected {
 }
 
 /** The SQLSTATE of a PostgreSQL error, if it is one. */
-export function sqlstateOf(error: unknown): string | undefined {
+function sqlstateOf(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }

@@ -16,7 +16,7 @@ import { HTTPException } from "@hono/hono/http-exception";
 import type { ContentfulStatusCode } from "@hono/hono/utils/http-status";
 import { v7 as uuidv7 } from "uuid";
 import { z } from "zod";
-import { nameProblem, type UserEnvelope } from "../queue/envelope.ts";
+import { isUuid, nameProblem, type UserEnvelope } from "../queue/envelope.ts";
 import { QueueFullError } from "../queue/redis_queue.ts";
 import type { StoredUser } from "../schema/users_table.ts";
 
@@ -32,11 +32,11 @@ export interface AppOptions {
   retryAfterSeconds?: number;
   /** Called when accepting fails for a reason other than a full queue. */
   onUnavailable?(error: unknown): void;
+  /** Called with an error no handler expected, answered 500 (a bug, so it is logged). */
+  onUnexpectedError?(error: unknown): void;
   /** Mints ids. @default uuid v7 */
   newId?: () => string;
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 // curl -d sends application/x-www-form-urlencoded; the course's command must
 // work as written, so that type is read as JSON too (the body must still be JSON).
@@ -56,6 +56,7 @@ export function createApp(options: AppOptions): Hono {
     bodyLimitBytes = 16_384,
     retryAfterSeconds = 1,
     onUnavailable = () => {},
+    onUnexpectedError = () => {},
     newId = uuidv7,
   } = options;
   const app = new Hono();
@@ -94,9 +95,9 @@ export function createApp(options: AppOptions): Hono {
   );
 
   app.get("/users/:id", async (c) => {
-    const id = c.req.param("id");
-    if (!UUID.test(id)) throw new HTTPException(400, { message: "id must be a UUID" });
-    const user = await findUser(id.toLowerCase());
+    const id = c.req.param("id").toLowerCase();
+    if (!isUuid(id)) throw new HTTPException(400, { message: "id must be a UUID" });
+    const user = await findUser(id);
     if (user === undefined) {
       throw new HTTPException(404, { message: "no stored user with this id (yet)" });
     }
@@ -114,7 +115,7 @@ export function createApp(options: AppOptions): Hono {
     if (error instanceof HTTPException) {
       return c.json({ error: error.message }, error.status as ContentfulStatusCode);
     }
-    console.error("unexpected error:", error);
+    onUnexpectedError(error);
     return c.json({ error: "internal error" }, 500);
   });
 
@@ -148,7 +149,7 @@ async function checkContentType(
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /** The body as text, or a 400 when it is not valid UTF-8. */
-export function decodeBody(bytes: ArrayBuffer): string {
+function decodeBody(bytes: ArrayBuffer): string {
   try {
     return utf8.decode(bytes);
   } catch {

@@ -5,9 +5,11 @@
  */
 
 import { z } from "zod";
-import { type Env, intVar, parseEnv, postgresVars, queueVars } from "../queue/config.ts";
+import { type Env, intVar, parseEnv, queueVars } from "../queue/config.ts";
+import { postgresVars } from "../schema/postgres_options.ts";
 
-const serverVars = {
+/** Every variable the API reads, with its rule and default. */
+export const serverVars = {
   ...queueVars,
   ...postgresVars,
   /** Port the HTTP server listens on (Traefik forwards to it). */

@@ -2,7 +2,10 @@
  * The API process: parses its configuration, connects to Redis (and to
  * PostgreSQL for `GET /users/:id` and the direct mode), serves the app, and on
  * SIGTERM/SIGINT stops accepting connections, lets in-flight requests finish,
- * then closes its clients and exits 0.
+ * then closes its clients and exits 0. It logs JSON lines
+ * (`queue/event_log.ts`): `listening`, `redis_unavailable` and `redis_ready`,
+ * `unexpected_error`, `stopping`, `stopped`, and `config_invalid` before
+ * exiting 1 on a bad variable.
  *
  * Reads env: PORT, API_MODE, BODY_LIMIT_BYTES, REDIS_URL, REDIS_TIMEOUT_MS,
  * QUEUE_NAME, QUEUE_MAX_LENGTH, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
@@ -13,40 +16,39 @@
 import { Redis } from "ioredis";
 import postgres from "postgres";
 import { encodeEnvelope } from "../queue/envelope.ts";
+import { errorText, EventLog } from "../queue/event_log.ts";
 import { queueKeys } from "../queue/keys.ts";
+import { apiRedisOptions } from "../queue/redis_options.ts";
 import { RedisQueue } from "../queue/redis_queue.ts";
 import { postgresOptions } from "../schema/postgres_options.ts";
 import { findUser, insertUsers } from "../schema/users_table.ts";
 import { createApp } from "./app.ts";
 import { loadServerConfig, type ServerConfig } from "./config.ts";
 
+const log = new EventLog("server");
+
 let config: ServerConfig;
 try {
   config = loadServerConfig(Deno.env.toObject());
 } catch (error) {
-  console.error(error instanceof Error ? error.message : error);
+  log.error("config_invalid", { error, msg: errorText(error) });
   Deno.exit(1);
 }
 
-// Fail fast: no offline queue and no retries, so while Redis is down or frozen
-// each request gets a 503 within REDIS_TIMEOUT_MS instead of piling up in memory.
-const redis = new Redis(config.REDIS_URL, {
-  enableOfflineQueue: false,
-  maxRetriesPerRequest: 0,
-  commandTimeout: config.REDIS_TIMEOUT_MS,
-  connectTimeout: config.REDIS_TIMEOUT_MS,
-  // Concurrent requests' pushes share one write to the socket.
-  enableAutoPipelining: true,
-  // Keep reconnecting in the background, at most a second apart.
-  retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
-});
+const redis = new Redis(config.REDIS_URL, apiRedisOptions(config.REDIS_TIMEOUT_MS));
+// ioredis emits an error per failed reconnect; one record per outage is enough.
 let redisDown = false;
-redis.on("error", (error) => {
-  if (!redisDown) console.error(`redis unavailable, answering 503: ${error.message}`);
+redis.on("error", (error: Error) => {
+  if (!redisDown) {
+    log.warn("redis_unavailable", {
+      error,
+      msg: `redis unavailable, answering 503: ${errorText(error)}`,
+    });
+  }
   redisDown = true;
 });
 redis.on("ready", () => {
-  if (redisDown) console.log("redis is back");
+  log.info("redis_ready", { msg: redisDown ? "redis is back" : "redis is ready" });
   redisDown = false;
 });
 
@@ -67,24 +69,35 @@ const app = createApp({
     : async (user) => void await insertUsers(sql, [user]),
   findUser: (id) => findUser(sql, id),
   bodyLimitBytes: config.BODY_LIMIT_BYTES,
+  onUnexpectedError: (error) =>
+    log.error("unexpected_error", {
+      error,
+      stack: error instanceof Error ? error.stack : undefined,
+      msg: `unexpected error: ${errorText(error)}`,
+    }),
 });
 
 const server = Deno.serve({
   port: config.PORT,
   hostname: "0.0.0.0",
-  onListen: ({ port }) => console.log(`listening on :${port} (API_MODE=${config.API_MODE})`),
+  onListen: ({ port }) =>
+    log.info("listening", {
+      port,
+      api_mode: config.API_MODE,
+      msg: `listening on :${port} (API_MODE=${config.API_MODE})`,
+    }),
 }, app.fetch);
 
 let stopping: Promise<void> | undefined;
-function stop(signal: string): Promise<void> {
+function stop(signal: Deno.Signal): Promise<void> {
   stopping ??= (async () => {
-    console.log(`${signal}: finishing in-flight requests`);
+    log.info("stopping", { signal, msg: `${signal}: finishing in-flight requests` });
     await server.shutdown();
     await Promise.allSettled([redis.quit(), sql.end({ timeout: 5 })]);
     // quit() fails while Redis is down or frozen, and ioredis then keeps
     // reconnecting, which would keep this process alive until SIGKILL.
     redis.disconnect();
-    console.log("stopped");
+    log.info("stopped", { msg: "stopped" });
   })();
   return stopping;
 }

@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml } from "yaml";
+import { projectEnv } from "../tools/harness/services.ts";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const COMPOSE_BIN = Deno.env.get("COMPOSE_BIN") ?? "docker-compose";
@@ -120,20 +121,6 @@ async function service(name: string): Promise<Service> {
 async function denoTasks(): Promise<Record<string, string>> {
   const denoJson = JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json")));
   return denoJson.tasks;
-}
-
-/** project.env as KEY=VALUE pairs; it has no quoting, so neither does this reader. */
-async function projectEnv(): Promise<Record<string, string>> {
-  const text = await Deno.readTextFile(join(ROOT, "project.env"));
-  const env: Record<string, string> = {};
-  for (const line of text.split("\n")) {
-    const trimmed = line.trim();
-    if (trimmed === "" || trimmed.startsWith("#")) continue;
-    const equals = trimmed.indexOf("=");
-    assert.ok(equals > 0, `project.env line is not KEY=VALUE: ${line}`);
-    env[trimmed.slice(0, equals)] = trimmed.slice(equals + 1);
-  }
-  return env;
 }
 
 /** The exec-form CMD of a Dockerfile, e.g. ["task", "server"]. */
@@ -284,7 +271,7 @@ Deno.test("k6-tests mounts ./tests at /tests, targets traefik and stays idle", a
 });
 
 Deno.test("every Deno service gets all of project.env (env_file) as its environment", async () => {
-  const expected = await projectEnv();
+  const expected = projectEnv();
   for (const name of DENO_SERVICES) {
     const environment = (await service(name)).environment ?? {};
     const actual = Object.fromEntries(

@@ -6,8 +6,9 @@
  * Every outcome is classified as the client saw it:
  * - accepted: 202 with the id the API minted (it must end up stored under it);
  * - rejected: a 4xx or 503 with a JSON error (it must not be stored);
- * - indeterminate: the connection broke or the wait timed out, so the user may
- *   or may not have been queued (stored at most once, or not at all);
+ * - indeterminate: the connection broke or the wait timed out (`timedOut`, a
+ *   hang), so the user may or may not have been queued (stored at most once,
+ *   or not at all);
  * - unexpected: any other answer (a 500, a 503 without Retry-After, a 2xx that
  *   is not 202 with an id), which the promise forbids outright.
  *
@@ -33,6 +34,8 @@ export interface Outcome {
   readonly sentAt: number;
   /** How long the answer (or the failure) took, in ms. */
   readonly ms: number;
+  /** True for an indeterminate request that got no answer within the load's `timeoutMs`: a hang. */
+  readonly timedOut?: boolean;
 }
 
 /** Options of {@linkcode LoadGenerator}. */
@@ -93,6 +96,7 @@ export class LoadGenerator {
   readonly #workers: Promise<void>[] = [];
   #sent = 0;
   #inFlight = new Map<number, { name: string; url: string; sentAt: number }>();
+  #withdrawn = new Set<string>();
   #stopped = false;
   #startedAt = 0;
 
@@ -134,6 +138,19 @@ export class LoadGenerator {
       .map((request) => request.name);
   }
 
+  /**
+   * Sends nothing more to `url` until {@linkcode restore}, as a load balancer
+   * does with a replica that is down; requests already sent go on.
+   */
+  withdraw(url: string): void {
+    this.#withdrawn.add(url);
+  }
+
+  /** Sends to `url` again. */
+  restore(url: string): void {
+    this.#withdrawn.delete(url);
+  }
+
   /** Outcomes of this kind so far. */
   count(kind: Outcome["kind"]): number {
     return this.outcomes.filter((outcome) => outcome.kind === kind).length;
@@ -152,7 +169,7 @@ export class LoadGenerator {
   }
 
   async #work(): Promise<void> {
-    const { urls, prefix, limit, ratePerSecond, timeoutMs } = this.#options;
+    const { prefix, limit, ratePerSecond, timeoutMs } = this.#options;
     while (!this.#stopped && this.#sent < limit) {
       const n = this.#sent++;
       if (ratePerSecond > 0) {
@@ -161,7 +178,12 @@ export class LoadGenerator {
         if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
         if (this.#stopped) break;
       }
-      const url = urls[n % urls.length]!;
+      let url = this.#pick(n);
+      while (url === undefined && !this.#stopped) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        url = this.#pick(n);
+      }
+      if (url === undefined) break;
       const name = `${prefix}-${n}`;
       const sentAt = Date.now();
       this.#inFlight.set(n, { name, url, sentAt });
@@ -187,11 +209,18 @@ export class LoadGenerator {
           detail: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
           sentAt,
           ms: Date.now() - sentAt,
+          timedOut: abort.signal.aborted,
         });
       } finally {
         clearTimeout(timer);
         this.#inFlight.delete(n);
       }
     }
+  }
+
+  /** Request `n`'s API: round-robin over the ones not withdrawn; undefined when none is left. */
+  #pick(n: number): string | undefined {
+    const live = this.#options.urls.filter((url) => !this.#withdrawn.has(url));
+    return live[n % live.length];
   }
 }

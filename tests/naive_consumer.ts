@@ -6,6 +6,9 @@
  * losses: proof that the checker can see a loss at all.
  *
  * Test-only; never shipped. Run as a process of its own with `startNaiveConsumer`.
+ * Like the services it says when it is ready with one JSON event on a line,
+ * `{"event":"naive_consumer_started","queue":…}`, and SIGTERM ends it at once
+ * with exit 0 (it holds nothing it could finish).
  *
  * Reads env: REDIS_URL, QUEUE_NAME, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
  *
@@ -14,9 +17,11 @@
 
 import { Redis } from "ioredis";
 import postgres from "postgres";
+import { forEachLine } from "../tools/harness/line_output.ts";
 
 /** A naive consumer process; SIGKILL it with `kill()`. */
 export interface NaiveConsumer extends AsyncDisposable {
+  readonly pid: number;
   readonly output: string[];
   readonly status: Promise<Deno.CommandStatus>;
   kill(signal?: Deno.Signal): void;
@@ -32,11 +37,10 @@ export function startNaiveConsumer(env: Record<string, string>): NaiveConsumer {
     stderr: "piped",
   }).spawn();
   const output: string[] = [];
-  const collect = async (stream: ReadableStream<Uint8Array>) => {
-    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-      output.push(...chunk.split("\n").filter((line) => line !== ""));
-    }
-  };
+  const collect = (stream: ReadableStream<Uint8Array>) =>
+    forEachLine(stream, (line) => {
+      if (line !== "") output.push(line);
+    });
   const drained = Promise.all([collect(child.stdout), collect(child.stderr)]);
   const status = child.status.then(async (s) => {
     await drained;
@@ -50,6 +54,7 @@ export function startNaiveConsumer(env: Record<string, string>): NaiveConsumer {
     }
   };
   return {
+    pid: child.pid,
     output,
     status,
     kill,
@@ -73,7 +78,8 @@ if (import.meta.main) {
     max: 1,
     onnotice: () => {},
   });
-  console.log(`naive consumer popping ${queue}`);
+  Deno.addSignalListener("SIGTERM", () => Deno.exit(0));
+  console.log(JSON.stringify({ event: "naive_consumer_started", queue }));
   for (;;) {
     const popped = await redis.brpop(queue, 0);
     if (popped === null) continue;

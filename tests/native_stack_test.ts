@@ -16,15 +16,12 @@ import {
   startTestStack,
   type TestStack,
 } from "../tools/harness/services.ts";
+import { delay, waitFor, waitForHttp } from "../tools/harness/wait.ts";
 
 /** How long the consumers get to drain what k6 queued: far more than a few thousand rows need. */
 const DRAIN_TIMEOUT_MS = 60_000;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 /** Runs `test` and, if it fails, shows the stack's last output lines with the error. */
 async function withStackOutput(stack: TestStack, test: () => Promise<void>): Promise<void> {
@@ -89,12 +86,12 @@ Deno.test("the native stack stores exactly the users k6 got 202 for, then stops 
 
       const expected = new Set(accepted);
       assert.equal(expected.size, accepted.length, "the API handed out an id twice");
-      const deadline = Date.now() + DRAIN_TIMEOUT_MS;
-      while (Date.now() < deadline) {
+      await waitFor("every accepted user to be stored", async () => {
         const [row] = await sql<{ stored: number }[]>`select count(*)::int as stored from users`;
-        if ((row?.stored ?? 0) >= expected.size) break;
-        await delay(200);
-      }
+        return (row?.stored ?? 0) >= expected.size;
+      }, { timeoutMs: DRAIN_TIMEOUT_MS, intervalMs: 200 }).catch(() => {
+        // The assertions below say which users are missing.
+      });
       const rows = await sql<{ id: string }[]>`select id::text from users`;
       const ids = rows.map((row) => row.id);
       assert.equal(new Set(ids).size, ids.length, "a user was stored twice");
@@ -136,15 +133,9 @@ Deno.test("the native stack restarts an API replica that was killed", async () =
     server.kill("SIGKILL");
     const status = await server.exited;
     assert.equal(status.code, 137);
-    const deadline = Date.now() + 30_000;
-    let healthy = false;
-    while (!healthy && Date.now() < deadline) {
-      await delay(200);
-      const response = await fetch(`${stack.url}/health`).catch(() => undefined);
-      await response?.body?.cancel();
-      healthy = server.restarts === 1 && response?.status === 200;
-    }
-    assert.ok(healthy, "server-1 did not come back behind Traefik within 30 s");
+    await waitFor("server-1 to be restarted", () => server.restarts === 1, { timeoutMs: 30_000 });
+    // The only replica: Traefik's /health answers 200 once it is back behind it.
+    await waitForHttp(`${stack.url}/health`, { timeoutMs: 30_000, intervalMs: 200 });
     assert.ok(
       test.output.lines.includes("stack | server-1 exited with code 137; restarting"),
       "the restart was not announced",

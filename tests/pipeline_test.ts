@@ -13,7 +13,8 @@ import { encodeEnvelope, type UserEnvelope } from "../queue/envelope.ts";
 import { queueKeys } from "../queue/keys.ts";
 import { RedisQueue } from "../queue/redis_queue.ts";
 import { TaskProcess } from "../tools/harness/processes.ts";
-import { waitFor } from "../tools/harness/wait.ts";
+import { freePort } from "../tools/harness/ports.ts";
+import { waitFor, waitForHttp } from "../tools/harness/wait.ts";
 import { migrate, startPostgres, startRedis } from "../tools/harness/services.ts";
 
 Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
@@ -155,13 +156,10 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
       "POST /users through the API reaches the table under the id it answered",
       async () => {
         const { name } = await freshQueue();
-        const port = 20_000 + Math.floor(Math.random() * 20_000);
+        const port = freePort();
         await using server = new TaskProcess("server", envFor(name, { PORT: String(port) }));
         await using consumer = new TaskProcess("consumer", envFor(name));
-        await waitFor(
-          "the API to listen",
-          () => fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false),
-        );
+        await waitForHttp(`http://127.0.0.1:${port}/health`);
         // The course's curl: no JSON content type.
         const res = await fetch(`http://127.0.0.1:${port}/users`, {
           method: "POST",

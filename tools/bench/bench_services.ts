@@ -10,8 +10,8 @@
 
 import { Redis } from "ioredis";
 import postgres from "postgres";
-import { parseEnv, postgresVars } from "../../queue/config.ts";
-import { postgresOptions } from "../../schema/postgres_options.ts";
+import { parseEnv } from "../../queue/config.ts";
+import { postgresOptions, postgresVars } from "../../schema/postgres_options.ts";
 import {
   migrate,
   startPostgres,

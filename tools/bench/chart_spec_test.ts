@@ -1,12 +1,6 @@
 import assert from "node:assert/strict";
 import { chartSpec, ratioRows, renderSvg } from "./chart_spec.ts";
-import type { BenchResults } from "./results.ts";
-
-/** The results.json of a real quick run. */
-async function quickResults(): Promise<BenchResults> {
-  const url = new URL("./testdata/results_quick.json", import.meta.url);
-  return JSON.parse(await Deno.readTextFile(url));
-}
+import { quickResults } from "./testdata/fixtures.ts";
 
 Deno.test("ratioRows() puts each figure next to its reference, with the targets", async () => {
   const results = await quickResults();

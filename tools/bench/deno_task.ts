@@ -8,8 +8,11 @@
  * @module
  */
 
-import { ServiceProcess } from "../stack/service_process.ts";
-import { OutputBuffer, REPO_DIR } from "../harness/services.ts";
+import { OutputBuffer } from "../harness/line_output.ts";
+import { freePort } from "../harness/ports.ts";
+import { ServiceProcess } from "../harness/service_process.ts";
+import { REPO_DIR } from "../harness/repo.ts";
+import { waitForHttp } from "../harness/wait.ts";
 import { onInterrupt } from "./interrupt.ts";
 
 /**
@@ -46,7 +49,7 @@ export const REFERENCE_SERVER_COMMAND =
 
 /** Options of {@linkcode startDenoProcess}. */
 export interface DenoProcessOptions {
-  /** The process's environment (nothing else is inherited but PATH and HOME). */
+  /** Added to the benchmark's own environment. */
   env: Record<string, string>;
   /** Write a V8 CPU profile into this dir when the process exits. @default none */
   cpuProfileDir?: string;
@@ -58,12 +61,17 @@ export interface DenoProcess extends AsyncDisposable {
   readonly process: ServiceProcess;
   /** The Deno process's pid (its memory is the service's). */
   readonly pid: number;
+  /** Its last output lines. */
   readonly output: OutputBuffer;
-  /** SIGTERM, then SIGKILL after 30 s; resolves with the exit status. */
+  /** SIGTERM, then SIGKILL after 30 s; resolves with the exit status. A second call returns the first promise. */
   stop(): Promise<Deno.CommandStatus | undefined>;
 }
 
-/** Starts `deno run …` for `command` (a deno.json task's command) in the repo dir. */
+/**
+ * Starts `deno run …` for `command` (a deno.json task's command) in the repo
+ * dir, as a {@linkcode ServiceProcess} that is stopped if the benchmark is
+ * interrupted.
+ */
 export function startDenoProcess(
   name: string,
   command: string,
@@ -78,43 +86,46 @@ export function startDenoProcess(
     command: Deno.execPath(),
     args: denoRunArgs(command, flags),
     cwd: REPO_DIR,
-    env: {
-      PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
-      HOME: Deno.env.get("HOME") ?? "/root",
-      ...options.env,
-    },
+    env: options.env,
     output: output.sink,
     log: output.sink.bind(null, name),
     restart: "no",
   });
   const pid = process.start();
-  let stopping: Promise<Deno.CommandStatus | undefined> | undefined;
-  const stop = () => stopping ??= process.stop({ timeoutMs: 30_000 }).finally(() => forget());
+  const stop = () => process.stop({ timeoutMs: 30_000 }).finally(() => forget());
   const forget = onInterrupt(stop);
   return { name, process, pid, output, stop, [Symbol.asyncDispose]: async () => void await stop() };
 }
 
+/** An API (or the reference server) started by {@linkcode startApi}. */
+export interface ApiProcess extends DenoProcess {
+  /** `http://127.0.0.1:<port>`. */
+  readonly url: string;
+}
+
 /**
- * Polls `url` until it answers 200.
+ * Starts an HTTP service (`command` as in {@linkcode startDenoProcess}) on a
+ * free port and waits until its `/health` answers 200.
  *
- * @throws {Error} with the process's last output when it exits or `timeoutMs` passes first.
+ * @throws {Error} with its last output, after stopping it, when it exits or does not answer in time.
  */
-export async function waitForHealthy(
-  url: string,
-  service: DenoProcess,
-  timeoutMs = 30_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (!service.process.running) break;
-    try {
-      const response = await fetch(url, { signal: AbortSignal.timeout(1_000) });
-      await response.body?.cancel();
-      if (response.ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
+export async function startApi(
+  name: string,
+  command: string,
+  options: DenoProcessOptions,
+): Promise<ApiProcess> {
+  const port = freePort();
+  const api = startDenoProcess(name, command, {
+    ...options,
+    env: { ...options.env, PORT: String(port) },
+  });
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitForHttp(`${url}/health`, { alive: () => api.process.running });
+  } catch (error) {
+    await api.stop();
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new Error(`Cannot start ${name}: ${reason}\n${api.output.tail(20)}`, { cause: error });
   }
-  throw new Error(`Cannot reach ${url} (${service.name}):\n${service.output.tail(20)}`);
+  return { ...api, url };
 }

@@ -18,7 +18,8 @@ import postgres from "postgres";
 import { queueKeys } from "../../queue/keys.ts";
 import { RedisQueue } from "../../queue/redis_queue.ts";
 import { insertUsers } from "../../schema/users_table.ts";
-import { REPO_DIR } from "../harness/services.ts";
+import { REPO_DIR } from "../harness/repo.ts";
+import { waitFor } from "../harness/wait.ts";
 import { benchPostgresOptions, type BenchServices, freshQueueName } from "./bench_services.ts";
 import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
 import { startDenoProcess, taskCommand } from "./deno_task.ts";
@@ -88,23 +89,6 @@ export interface DrainResult {
 /** The rows per statement of the reference: the consumer's default BATCH_SIZE. */
 export const REFERENCE_BATCH = 1_000;
 
-/** Polls `check` every `intervalMs` until true; throws after `timeoutMs`. */
-async function until(
-  what: string,
-  check: () => Promise<boolean>,
-  intervalMs: number,
-  timeoutMs: number,
-): Promise<number> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > deadline) {
-      throw new Error(`Cannot wait any longer for ${what}: not true after ${timeoutMs} ms`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-  return performance.now();
-}
-
 /** Options of {@linkcode timeDrain}. */
 export interface TimeDrainOptions {
   /** Write the consumers' CPU profiles into this dir. @default none */
@@ -171,15 +155,10 @@ export async function timeDrain(
   try {
     const warmup = warmupUsers(setup);
     await preloadQueue(queue, warmup);
-    await until(
-      "the warm-up to be stored",
-      async () => {
-        alive();
-        return (await services.rowCount()) === warmup && await drained();
-      },
-      20,
-      120_000,
-    );
+    await waitFor("the warm-up to be stored", async () => {
+      alive();
+      return (await services.rowCount()) === warmup && await drained();
+    }, { intervalMs: 20, timeoutMs: 120_000 });
     taken = 0;
     await services.sql`checkpoint`;
     const preloadSeconds = await preloadQueue(
@@ -187,22 +166,17 @@ export async function timeDrain(
       setup.users,
     );
     await services.redis.rename(staging, name);
-    const started = await until(
-      "the first batch to be taken",
-      async () => {
-        alive();
-        return (await services.redis.llen(name)) < setup.users;
-      },
-      5,
-      60_000,
-    );
+    await waitFor("the first batch to be taken", async () => {
+      alive();
+      return (await services.redis.llen(name)) < setup.users;
+    }, { intervalMs: 5, timeoutMs: 60_000 });
+    const started = performance.now();
     const [cpuStart, serversStart] = await Promise.all([cpu(), services.serverCpuSeconds()]);
-    const finished = await until(
-      "the backlog to be stored",
-      drained,
-      5,
-      Math.max(120_000, setup.users / 100 * 1_000),
-    );
+    await waitFor("the backlog to be stored", drained, {
+      intervalMs: 5,
+      timeoutMs: Math.max(120_000, setup.users / 100 * 1_000),
+    });
+    const finished = performance.now();
     const [cpuEnd, serversEnd] = await Promise.all([cpu(), services.serverCpuSeconds()]);
     const seconds = (finished - started) / 1_000;
     const samples = await Promise.all(samplers.map((s) => s.stop()));

@@ -23,6 +23,7 @@ import postgres from "postgres";
 import { queueKeys } from "../../queue/keys.ts";
 import { RedisQueue } from "../../queue/redis_queue.ts";
 import { startTestStack } from "../harness/services.ts";
+import { delay, waitFor } from "../harness/wait.ts";
 import { benchPostgresOptions } from "./bench_services.ts";
 import { type K6Result, runK6 } from "./k6.ts";
 import { onInterrupt } from "./interrupt.ts";
@@ -165,7 +166,7 @@ export async function runEndToEnd(
     const poller = (async () => {
       while (polling) {
         maxBacklog = Math.max(maxBacklog, await redis.llen(queueName));
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        await delay(100);
       }
     })();
     let k6: K6Result;
@@ -184,13 +185,10 @@ export async function runEndToEnd(
     ) as Record<Exclude<CpuPart, "k6">, number>;
     const endBacklog = await redis.llen(queueName);
     // Let the consumers finish, then read everything from the table.
-    const deadline = Date.now() + 120_000;
-    for (;;) {
+    await waitFor("the backlog to drain", async () => {
       const depth = await queue.depth();
-      if (depth.queued + depth.processing + depth.retry === 0) break;
-      if (Date.now() > deadline) throw new Error("Cannot wait any longer for the backlog to drain");
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+      return depth.queued + depth.processing + depth.retry === 0;
+    }, { intervalMs: 100, timeoutMs: 120_000 });
     const [row] = await sql<
       { stored: number; window: number; in_window: number; p50: number; p99: number; max: number }[]
     >`

@@ -11,9 +11,9 @@
 import { encodeEnvelope } from "../../queue/envelope.ts";
 import { queueKeys } from "../../queue/keys.ts";
 import { RedisQueue } from "../../queue/redis_queue.ts";
-import { freePort } from "../harness/ports.ts";
+import { delay, waitFor } from "../harness/wait.ts";
 import { type BenchServices, freshQueueName } from "./bench_services.ts";
-import { startDenoProcess, taskCommand, waitForHealthy } from "./deno_task.ts";
+import { startApi, startDenoProcess, taskCommand } from "./deno_task.ts";
 import { type DrainRun, timeDrain } from "./drain.ts";
 import { type K6Result, runK6 } from "./k6.ts";
 import { benchUsers } from "./preload.ts";
@@ -41,6 +41,11 @@ export interface OverloadResult {
   readonly k6: K6Result;
   /** The longest the queue got (it must stay at QUEUE_MAX_LENGTH or below). */
   readonly maxBacklog: number;
+  /**
+   * Users of the overload stored once the consumer drained the rest (they
+   * must match k6's 202s). Absent in results written before it was counted.
+   */
+  readonly stored?: number;
   readonly maxLength: number;
   readonly rssSamples: readonly RssSample[];
   /** Mean RSS over the second quarter of the run (after warm-up). */
@@ -89,29 +94,29 @@ async function overloadApi(
   const name = freshQueueName("overload");
   const queue = new RedisQueue(services.redis, queueKeys(name));
   await services.resetTable();
-  const port = freePort();
   const env = services.serviceEnv({
     QUEUE_NAME: name,
     QUEUE_MAX_LENGTH: String(plan.overloadMaxLength),
   });
-  const api = startDenoProcess("api", taskCommand("server"), {
-    env: { ...env, PORT: String(port), API_MODE: "queue" },
-  });
   const consumer = startDenoProcess("consumer", taskCommand("consumer"), {
     env: { ...env, CONSUMER_MODE: "single" },
   });
+  const api = await startApi("api", taskCommand("server"), { env: { ...env, API_MODE: "queue" } })
+    .catch(async (error) => {
+      await consumer.stop();
+      throw error;
+    });
   try {
-    const url = `http://127.0.0.1:${port}`;
-    await waitForHealthy(`${url}/health`, api);
+    const { url } = api;
     // What this consumer drains right now, with the API idle: the overload is relative to it.
     const probe = Math.max(500, Math.min(5_000, plan.overloadMaxLength));
     const before = await services.rowCount();
     const probeStart = performance.now();
     await queue.enqueue(100_000_000, ...benchUsers(probe).map(encodeEnvelope));
-    while ((await services.rowCount()) - before < probe) {
+    await waitFor("the probe to be stored", async () => {
       if (!consumer.process.running) throw new Error(`consumer exited:\n${consumer.output.tail()}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+      return (await services.rowCount()) - before >= probe;
+    }, { intervalMs: 20, timeoutMs: 120_000 });
     const drainRate = probe / ((performance.now() - probeStart) / 1_000);
     const offeredRate = Math.round(2 * drainRate);
     progress.step(
@@ -125,7 +130,7 @@ async function overloadApi(
     const poller = (async () => {
       while (polling) {
         maxBacklog = Math.max(maxBacklog, await services.redis.llen(name));
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        await delay(100);
       }
     })();
     let k6: K6Result;
@@ -137,11 +142,18 @@ async function overloadApi(
       await poller;
       samples = await sampler.stop();
     }
+    await waitFor("the overload's backlog to be stored", async () => {
+      if (!consumer.process.running) throw new Error(`consumer exited:\n${consumer.output.tail()}`);
+      const depth = await queue.depth();
+      return depth.queued + depth.processing + depth.retry === 0;
+    }, { intervalMs: 50, timeoutMs: 120_000 });
+    const stored = (await services.rowCount()) - before - probe;
     return {
       drainRate,
       offeredRate,
       k6,
       maxBacklog,
+      stored,
       maxLength: plan.overloadMaxLength,
       rssSamples: samples,
       earlyRssMiB: meanRssBetween(samples, 0.25, 0.5),
@@ -180,9 +192,11 @@ export async function runGrowth(
   progress.step(
     `API under 2× overload: ${formatCount(k6.accepted / k6.seconds)} accepted/s, ${
       formatCount(k6.rejected / k6.seconds)
-    } answered 503/s, ${k6.failed} failed, backlog ≤ ${formatCount(overload.maxBacklog)}; RSS ${
-      overload.earlyRssMiB.toFixed(0)
-    } → ${overload.lateRssMiB.toFixed(0)} MiB (peak ${overload.peakRssMiB.toFixed(0)})`,
+    } answered 503/s, ${k6.failed} failed, ${overload.stored} of ${k6.accepted} accepted stored, backlog ≤ ${
+      formatCount(overload.maxBacklog)
+    }; RSS ${overload.earlyRssMiB.toFixed(0)} → ${overload.lateRssMiB.toFixed(0)} MiB (peak ${
+      overload.peakRssMiB.toFixed(0)
+    })`,
   );
   await services.resetTable();
   return { plan, small, large, overload };

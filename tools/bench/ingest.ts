@@ -9,17 +9,10 @@
  * @module
  */
 
-import { freePort } from "../harness/ports.ts";
-import { REPO_DIR } from "../harness/services.ts";
+import { REPO_DIR } from "../harness/repo.ts";
 import { type BenchServices, freshQueueName } from "./bench_services.ts";
 import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
-import {
-  type DenoProcess,
-  REFERENCE_SERVER_COMMAND,
-  startDenoProcess,
-  taskCommand,
-  waitForHealthy,
-} from "./deno_task.ts";
+import { type ApiProcess, REFERENCE_SERVER_COMMAND, startApi, taskCommand } from "./deno_task.ts";
 import { runK6 } from "./k6.ts";
 import { readCpuSeconds } from "./process_stats.ts";
 import { formatCount, type Progress } from "./progress.ts";
@@ -63,8 +56,15 @@ export interface IngestResult {
   readonly queueRatio: number;
   /** Median of the per-round ratios of direct to reference req/s. */
   readonly directRatio: number;
-  /** k6 (closed model, as many VUs as wrk's connections) on the reference, next to wrk. */
-  readonly k6Check?: { readonly k6: number; readonly wrk: number };
+  /**
+   * k6 (closed model, as many VUs as wrk's connections) on the reference, next
+   * to wrk, in req/s, with the k6 thresholds it crossed.
+   */
+  readonly k6Check?: {
+    readonly k6: number;
+    readonly wrk: number;
+    readonly crossed?: readonly string[];
+  };
   /** Where the queue-mode API spent its CPU. */
   readonly profile?: ProfileSummary;
 }
@@ -87,7 +87,7 @@ const SCRIPT = `${REPO_DIR}/tools/bench/post_users.lua`;
 
 interface Server {
   readonly target: IngestTarget;
-  readonly process: DenoProcess;
+  readonly process: ApiProcess;
   readonly url: string;
 }
 
@@ -97,20 +97,16 @@ async function startServer(
   queueName: string,
   cpuProfileDir?: string,
 ): Promise<Server> {
-  const port = freePort();
   const command = target === "reference" ? REFERENCE_SERVER_COMMAND : taskCommand("server");
-  const process = startDenoProcess(`api-${target}`, command, {
+  const process = await startApi(`api-${target}`, command, {
     env: services.serviceEnv({
-      PORT: String(port),
       API_MODE: target === "direct" ? "direct" : "queue",
       QUEUE_NAME: queueName,
       QUEUE_MAX_LENGTH: "100000000",
     }),
     cpuProfileDir,
   });
-  const url = `http://127.0.0.1:${port}`;
-  await waitForHealthy(`${url}/health`, process);
-  return { target, process, url };
+  return { target, process, url: process.url };
 }
 
 async function measure(
@@ -192,7 +188,7 @@ export async function runIngest(
         seconds: plan.k6CheckSeconds,
       });
       const wrk = median(runs.reference.map((run) => run.requestsPerSecond));
-      k6Check = { k6: k6.requests / k6.seconds, wrk };
+      k6Check = { k6: k6.requests / k6.seconds, wrk, crossed: k6.crossed ?? [] };
       progress.step(
         `load generator check on the reference: k6 ${formatCount(k6Check.k6)} req/s, wrk ${
           formatCount(wrk)

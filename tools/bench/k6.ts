@@ -8,7 +8,7 @@
  * @module
  */
 
-import { REPO_DIR } from "../harness/services.ts";
+import { REPO_DIR } from "../harness/repo.ts";
 import { readCpuSeconds } from "./process_stats.ts";
 
 /** What one k6 run measured. */
@@ -29,12 +29,24 @@ export interface K6Result {
   readonly latencyMs: { readonly p50: number; readonly p90: number; readonly p99: number };
   /** CPU seconds k6 itself used (sampled every 250 ms, so the last moments may be missed). */
   readonly cpuSeconds?: number;
+  /**
+   * The thresholds of `post_users_k6.js` that were crossed, as `metric: expression`
+   * (`users_failed: count==0`); empty when every request was answered 202 or 503.
+   * Absent in results written before thresholds were read.
+   */
+  readonly crossed?: readonly string[];
 }
 
 interface Summary {
   state?: { testRunDurationMs?: number };
-  metrics: Record<string, { values: Record<string, number> } | undefined>;
+  metrics: Record<
+    string,
+    { values: Record<string, number>; thresholds?: Record<string, { ok: boolean }> } | undefined
+  >;
 }
+
+/** k6's exit code when the run completed but a threshold was crossed. */
+const THRESHOLDS_CROSSED = 99;
 
 /**
  * Reads the JSON that `handleSummary` in `post_users_k6.js` writes.
@@ -63,6 +75,11 @@ export function parseK6Summary(json: string): K6Result {
     dropped: metric("dropped_iterations", "count") ?? 0,
     seconds: (summary.state?.testRunDurationMs ?? 0) / 1_000,
     latencyMs: { p50, p90, p99 },
+    crossed: Object.entries(summary.metrics).flatMap(([name, metric]) =>
+      Object.entries(metric?.thresholds ?? {})
+        .filter(([, threshold]) => !threshold.ok)
+        .map(([expression]) => `${name}: ${expression}`)
+    ),
   };
 }
 
@@ -83,9 +100,10 @@ export interface K6Options {
 }
 
 /**
- * POSTs users to `baseUrl` with k6 and returns what it measured.
+ * POSTs users to `baseUrl` with k6 and returns what it measured, including
+ * the thresholds it crossed (k6 then exits 99; the caller judges the run).
  *
- * @throws {Error} with k6's output when it exits non-zero or writes no summary.
+ * @throws {Error} with k6's output when it fails otherwise or writes no summary.
  */
 export async function runK6(baseUrl: string, options: K6Options): Promise<K6Result> {
   const { seconds, rate, vus, command = "k6" } = options;
@@ -128,7 +146,7 @@ export async function runK6(baseUrl: string, options: K6Options): Promise<K6Resu
     const result = await child.output().finally(() => clearInterval(sampler));
     const decoder = new TextDecoder();
     const text = decoder.decode(result.stdout) + decoder.decode(result.stderr);
-    if (!result.success) {
+    if (!result.success && result.code !== THRESHOLDS_CROSSED) {
       throw new Error(`Cannot load ${baseUrl} as k6 exited with ${result.code}:\n${text}`);
     }
     return { ...parseK6Summary(await Deno.readTextFile(summaryPath)), cpuSeconds };

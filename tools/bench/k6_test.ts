@@ -12,8 +12,25 @@ Deno.test("parseK6Summary() reads a captured summary of post_users_k6.js", async
   assert.equal(result.seconds, 4.001000823);
   assert.equal(result.latencyMs.p50, 2.6280574999999997);
   assert.equal(result.latencyMs.p99, 109.84157891000002);
+  assert.deepEqual(result.crossed, []);
 });
 
 Deno.test("parseK6Summary() refuses a summary without requests", () => {
   assert.throws(() => parseK6Summary('{"metrics": {}}'), /lacks http_reqs/);
+});
+
+Deno.test("parseK6Summary() lists the thresholds k6 crossed", () => {
+  const summary = {
+    state: { testRunDurationMs: 1_000 },
+    metrics: {
+      http_reqs: { values: { count: 10 } },
+      http_req_duration: { values: { med: 1, "p(90)": 2, "p(99)": 3 } },
+      http_req_failed: { values: { rate: 0.2 }, thresholds: { "rate==0": { ok: false } } },
+      users_failed: { values: { count: 2 }, thresholds: { "count==0": { ok: false } } },
+      users_accepted: { values: { count: 8 }, thresholds: {} },
+    },
+  };
+  const result = parseK6Summary(JSON.stringify(summary));
+  assert.deepEqual(result.crossed, ["http_req_failed: rate==0", "users_failed: count==0"]);
+  assert.equal(result.failed, 2);
 });

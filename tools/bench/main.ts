@@ -20,16 +20,19 @@
  * tools/bench/results/; `--only ingest,drain,e2e,growth` runs some phases;
  * `--render DIR/results.json --out DIR` only rewrites a run's report and chart
  * (after a change to them). Reads env: PATH,
- * HOME, STACK_TOOLS_DIR, STACK_PG_BIN_DIR. Exits 1 if a phase fails; a target
- * that is not met is reported, not an error (a busy machine must not fail CI).
+ * HOME, STACK_TOOLS_DIR, STACK_PG_BIN_DIR. Exits 1 if a phase fails or a check
+ * fails (checks.ts: a 202 not kept, an answer neither 202 nor an expected 503,
+ * a crossed k6 threshold); a target that is not met is reported, not an error
+ * (a busy machine must not fail CI).
  *
  * @module
  */
 
 import { parseArgs } from "node:util";
-import { REPO_DIR } from "../harness/services.ts";
+import { REPO_DIR } from "../harness/repo.ts";
 import { startBenchServices } from "./bench_services.ts";
 import { chartSpec, renderSvg } from "./chart_spec.ts";
+import { type Check, checkResults, checksSummary } from "./checks.ts";
 import { runDrain } from "./drain.ts";
 import { runEndToEnd } from "./end_to_end.ts";
 import { runGrowth } from "./growth.ts";
@@ -124,27 +127,41 @@ async function formatOutputs(paths: readonly string[], progress: Progress): Prom
   }
 }
 
-/** Writes results.json, chart.svg and report.md into `out` and prints the verdicts. */
-async function writeOutputs(results: BenchResults, out: string, progress: Progress) {
+/**
+ * Writes results.json, chart.svg and report.md into `out`, prints the checks
+ * and the targets' verdicts, and returns the checks.
+ */
+async function writeOutputs(
+  results: BenchResults,
+  out: string,
+  progress: Progress,
+): Promise<Check[]> {
   const verdicts = evaluateTargets(results);
+  const checks = checkResults(results);
   await Deno.mkdir(out, { recursive: true });
   const paths = ["results.json", "chart.svg", "report.md"].map((name) => `${out}/${name}`);
   await Deno.writeTextFile(paths[0]!, JSON.stringify(results, null, 2) + "\n");
   await Deno.writeTextFile(paths[1]!, await renderSvg(chartSpec(results)));
   await Deno.writeTextFile(paths[2]!, renderReport(results, verdicts));
   await formatOutputs(paths, progress);
+  for (const c of checks) {
+    progress.step(`[${c.ok ? "  ok " : " FAIL"}] ${c.phase}: ${c.rule} — ${c.measured}`);
+  }
   for (const v of verdicts) {
     const mark = v.met === undefined ? "  -  " : v.met ? " met " : " MISS";
     progress.step(`[${mark}] ${v.phase}: ${v.target} — ${v.measured}`);
   }
+  return checks;
 }
 
-async function main(args: BenchArgs): Promise<void> {
+/** Runs the benchmark (or re-renders a run) and returns whether every check held. */
+async function main(args: BenchArgs): Promise<boolean> {
   if (args.render !== undefined) {
     // Re-render the report and chart of an earlier run, measuring nothing.
     const results = JSON.parse(await Deno.readTextFile(args.render)) as BenchResults;
-    await writeOutputs(results, args.out, new Progress());
-    return;
+    const checks = await writeOutputs(results, args.out, new Progress());
+    console.log(checksSummary(checks));
+    return checks.every((c) => c.ok);
   }
   installInterruptHandler();
   const plan = args.quick ? QUICK_PLAN : FULL_PLAN;
@@ -202,12 +219,13 @@ async function main(args: BenchArgs): Promise<void> {
     },
     ...results,
   };
-  await writeOutputs(full, args.out, progress);
+  const checks = await writeOutputs(full, args.out, progress);
   progress.phase(
-    `done in ${
-      (progress.elapsedSeconds / 60).toFixed(1)
-    } min: ${args.out}/report.md, chart.svg, results.json`,
+    `done in ${(progress.elapsedSeconds / 60).toFixed(1)} min, ${
+      checksSummary(checks)
+    }: ${args.out}/report.md, chart.svg, results.json`,
   );
+  return checks.every((c) => c.ok);
 }
 
 if (import.meta.main) {
@@ -218,10 +236,12 @@ if (import.meta.main) {
     console.error(error instanceof Error ? error.message : error);
     Deno.exit(2);
   }
+  let held: boolean;
   try {
-    await main(args);
+    held = await main(args);
   } catch (error) {
     console.error("benchmark failed:", error);
     Deno.exit(1);
   }
+  if (!held) Deno.exit(1);
 }

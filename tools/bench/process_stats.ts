@@ -11,6 +11,8 @@
  * @module
  */
 
+import { delay } from "../harness/wait.ts";
+
 /** Clock ticks per second of `/proc`'s CPU times (`getconf CLK_TCK`: 100 on Linux). */
 const CLOCK_TICKS_PER_SECOND = 100;
 
@@ -178,7 +180,7 @@ export function sampleRss(
     while (!stopped) {
       const next = performance.now() + intervalMs;
       await take();
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, next - performance.now())));
+      await delay(Math.max(0, next - performance.now()));
     }
   })();
   let stopping: Promise<RssSample[]> | undefined;

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { delay } from "../harness/wait.ts";
 import {
   parseCpuSeconds,
   parseMachineCpu,
@@ -54,7 +55,7 @@ Deno.test("the readers see this process, its children and the machine", async ()
 
 Deno.test("sampleRss() samples at start, on its timer and at stop", async () => {
   const sampler = sampleRss(Deno.pid, 20);
-  await new Promise((resolve) => setTimeout(resolve, 70));
+  await delay(70);
   const samples = await sampler.stop();
   assert.ok(samples.length >= 3, `${samples.length} samples`);
   assert.equal(peakMiB(samples), Math.max(...samples.map((s) => s.mib)));
@@ -64,7 +65,7 @@ Deno.test("sampleRss() samples at start, on its timer and at stop", async () => 
 Deno.test("sampleRss() records the progress counter with each sample", async () => {
   let done = 0;
   const sampler = sampleRss(Deno.pid, 10, () => done++);
-  await new Promise((resolve) => setTimeout(resolve, 40));
+  await delay(40);
   const samples = await sampler.stop();
   assert.deepEqual(samples.map((s) => s.done), samples.map((_, i) => i));
 });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { markdownTable, renderReport } from "./report.ts";
-import type { BenchResults } from "./results.ts";
+import { emptyResults, quickResults } from "./testdata/fixtures.ts";
 
 Deno.test("markdownTable() aligns columns and escapes pipes and line breaks", () => {
   assert.equal(
@@ -18,17 +18,7 @@ Deno.test("markdownTable() aligns columns and escapes pipes and line breaks", ()
 });
 
 Deno.test("renderReport() lists the targets and the phases that ran", () => {
-  const results: BenchResults = {
-    run: {
-      variant: "quick",
-      startedAt: "2026-11-21T20:00:00.000Z",
-      seconds: 90,
-      cores: 2,
-      loadBefore: 0.5,
-      versions: { deno: "2.9.6" },
-    },
-    skipped: ["end to end (no traefik)"],
-  };
+  const results = emptyResults(["end to end (no traefik)"]);
   const report = renderReport(results, [
     { phase: "Ingest", target: "queue ≥ 85%", measured: "91%", met: true },
     { phase: "Drain", target: "batch ≥ 60%", measured: "not measured", met: undefined },
@@ -38,4 +28,36 @@ Deno.test("renderReport() lists the targets and the phases that ran", () => {
   assert.match(report, /\| Drain \| batch ≥ 60% \| not measured \| not evaluated \|/);
   assert.match(report, /Skipped: end to end \(no traefik\)\./);
   assert.doesNotMatch(report, /## 1\. Ingest/);
+});
+
+Deno.test("renderReport() says every 202 was kept only when the counts say so", async () => {
+  const results = await quickResults();
+  const ingest = results.ingest!;
+  const [queue] = ingest.runs.queue;
+  assert.match(renderReport(results, []), /Every 202 was kept: .* = 78149\/78089 \(more than/);
+  assert.match(renderReport(results, []), /All \d+ checks held/);
+  const lost = renderReport({
+    ...results,
+    ingest: { ...ingest, runs: { ...ingest.runs, queue: [{ ...queue!, kept: 10 }] } },
+  }, []);
+  assert.doesNotMatch(lost, /Every 202 was kept/);
+  assert.match(lost, /\*\*1 of 1 queue-mode runs kept fewer users than were answered 2xx\*\*/);
+  assert.match(lost, /\*\*1 of \d+ checks failed\*\*/);
+  assert.match(
+    lost,
+    /\| Ingest \| queue: every 202 kept .* \| 10 queued \/ 78089 \| \*\*FAILED\*\* \|/,
+  );
+});
+
+Deno.test("renderReport() states the load generator comparison only when it was measured", async () => {
+  const results = await quickResults();
+  assert.match(renderReport(results, []), /this run did not measure it/);
+  const compared = renderReport({
+    ...results,
+    ingest: { ...results.ingest!, k6Check: { k6: 10_000, wrk: 30_000 } },
+  }, []);
+  assert.match(
+    compared,
+    /k6 .* reached 10,000 req\/s where wrk reached 30,000 req\/s \(3\.0× k6's/,
+  );
 });

@@ -1,11 +1,6 @@
 import assert from "node:assert/strict";
-import type { BenchResults } from "./results.ts";
+import { emptyResults, quickResults } from "./testdata/fixtures.ts";
 import { evaluateTargets } from "./targets.ts";
-
-async function quickResults(): Promise<BenchResults> {
-  const url = new URL("./testdata/results_quick.json", import.meta.url);
-  return JSON.parse(await Deno.readTextFile(url));
-}
 
 Deno.test("evaluateTargets() judges every target of the issue from a run's ratios", async () => {
   const results = await quickResults();
@@ -28,18 +23,7 @@ Deno.test("evaluateTargets() judges every target of the issue from a run's ratio
 });
 
 Deno.test("evaluateTargets() marks what a run did not measure", () => {
-  const results: BenchResults = {
-    run: {
-      variant: "quick",
-      startedAt: "2026-11-21T20:00:00.000Z",
-      seconds: 1,
-      cores: 2,
-      loadBefore: 0,
-      versions: {},
-    },
-    skipped: [],
-  };
-  const verdicts = evaluateTargets(results);
+  const verdicts = evaluateTargets(emptyResults());
   assert.equal(verdicts.length, 7);
   assert.ok(verdicts.every((v) => v.met === undefined && v.measured === "not measured"));
 });

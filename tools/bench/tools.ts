@@ -8,7 +8,7 @@
  */
 
 import { findPostgresBinDir } from "../stack/postgres_server.ts";
-import { useStackTools } from "../harness/services.ts";
+import { useStackTools } from "../harness/repo.ts";
 
 /** A program, the phases that need it, and how to install it. */
 export interface Tool {

@@ -1,5 +1,6 @@
 /**
- * Free loopback ports for the processes tooling starts.
+ * Loopback ports for the processes tooling starts: free ones to take, and
+ * whether a given one is free.
  *
  * @module
  */
@@ -21,4 +22,15 @@ export function freePorts(count: number): number[] {
 /** One free loopback port. */
 export function freePort(): number {
   return freePorts(1)[0] ?? 0;
+}
+
+/** Whether nothing listens on loopback `port` now (so a server of ours may take it). */
+export function isPortFree(port: number): boolean {
+  try {
+    Deno.listen({ hostname: "127.0.0.1", port }).close();
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.AddrInUse) return false;
+    throw error;
+  }
 }

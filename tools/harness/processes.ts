@@ -1,92 +1,72 @@
 /**
- * Running our own services as real processes in tests — the same `deno task`
- * entrypoints compose and `./stack` run — and waiting on conditions.
+ * Our own services as real processes in tests: the same `deno task`
+ * entrypoints compose and `./stack` run, as a {@linkcode ServiceProcess} (the
+ * one child-process wrapper of the tooling) that keeps every output line.
  *
  * @module
  */
 
-/** A running `deno task` child with its captured output. */
-export class TaskProcess implements AsyncDisposable {
-  readonly name: string;
-  readonly output: string[] = [];
-  readonly #child: Deno.ChildProcess;
-  readonly status: Promise<Deno.CommandStatus>;
+import { ServiceProcess } from "./service_process.ts";
+import { REPO_DIR } from "./repo.ts";
 
-  constructor(
-    task: "server" | "consumer" | "migrate",
-    env: Record<string, string>,
-    name: string = task,
-  ) {
-    this.name = name;
-    this.#child = new Deno.Command(Deno.execPath(), {
+/** The `deno.json` tasks that run one of our services. */
+export type ServiceTask = "server" | "consumer" | "migrate";
+
+/**
+ * A running `deno task <task>` child with its captured output. The task
+ * runner and the service share a process group, so {@linkcode kill} reaches
+ * both, and the runner forwards {@linkcode stop}'s SIGTERM to the service.
+ * `TEST_VERBOSE=1` echoes each line.
+ */
+export class TaskProcess extends ServiceProcess implements AsyncDisposable {
+  /** Every line the process printed so far, stdout and stderr interleaved. */
+  readonly output: string[];
+  readonly #pid: number;
+
+  /** Starts `deno task -q <task>` in the repo root with `env` added to this process's. */
+  constructor(task: ServiceTask, env: Record<string, string>, name: string = task) {
+    const output: string[] = [];
+    const verbose = Boolean(Deno.env.get("TEST_VERBOSE"));
+    super({
+      name,
+      command: Deno.execPath(),
       args: ["task", "-q", task],
-      cwd: new URL("../..", import.meta.url).pathname,
+      cwd: REPO_DIR,
       env,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const collect = async (stream: ReadableStream<Uint8Array>) => {
-      const lines = stream.pipeThrough(new TextDecoderStream());
-      let rest = "";
-      for await (const chunk of lines) {
-        const parts = (rest + chunk).split("\n");
-        rest = parts.pop() ?? "";
-        for (const line of parts) {
-          this.output.push(line);
-          if (Deno.env.get("TEST_VERBOSE")) console.log(`${this.name} | ${line}`);
-        }
-      }
-      if (rest) this.output.push(rest);
-    };
-    const drained = Promise.all([collect(this.#child.stdout), collect(this.#child.stderr)]);
-    this.status = this.#child.status.then(async (status) => {
-      await drained;
-      return status;
+      output: (_, line) => {
+        output.push(line);
+        if (verbose) console.log(`${name} | ${line}`);
+      },
+      log: () => {},
     });
+    this.output = output;
+    this.#pid = this.start();
   }
 
-  get pid(): number {
-    return this.#child.pid;
+  /** The task runner's pid (the service is its child), also after it exited. */
+  override get pid(): number {
+    return this.#pid;
   }
 
-  /**
-   * Signals the process. `deno task` runs the script as its child, so the
-   * signal goes to every process whose parent is the task runner as well.
-   */
-  kill(signal: Deno.Signal = "SIGTERM"): void {
-    for (const pid of [...childrenOf(this.#child.pid), this.#child.pid]) {
-      try {
-        Deno.kill(pid, signal);
-      } catch {
-        // already gone
-      }
-    }
+  /** Settles with the exit status once the process has exited and its output is read. */
+  get status(): Promise<Deno.CommandStatus> {
+    return this.exited;
   }
 
-  /** Sends SIGTERM and waits for the exit status. */
-  async stop(): Promise<Deno.CommandStatus> {
-    this.kill("SIGTERM");
+  /** Signals the runner and the service (SIGTERM unless told). */
+  override kill(signal: Deno.Signal = "SIGTERM"): void {
+    super.kill(signal);
+  }
+
+  /** Sends SIGTERM and waits for the exit status (SIGKILL after 30 s). */
+  override async stop(): Promise<Deno.CommandStatus> {
+    await super.stop();
     return await this.status;
   }
 
+  /** SIGKILLs the process group and waits for it. */
   async [Symbol.asyncDispose](): Promise<void> {
     this.kill("SIGKILL");
     await this.status;
   }
-}
-
-function childrenOf(pid: number): number[] {
-  const found: number[] = [];
-  for (const entry of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === pid) found.push(Number(entry.name), ...childrenOf(Number(entry.name)));
-    } catch {
-      // the process exited while we looked
-    }
-  }
-  return found;
 }

@@ -13,48 +13,15 @@
  * @module
  */
 
-import { fileURLToPath } from "node:url";
-import { parseEnvFile } from "../stack/env_file.ts";
-import type { LineSink } from "../stack/line_output.ts";
 import { type PostgresEnv, PostgresServer } from "../stack/postgres_server.ts";
 import { RedisServer } from "../stack/redis_server.ts";
 import { NativeStack } from "../stack/supervisor.ts";
+import { OutputBuffer } from "./line_output.ts";
 import { freePort, freePorts } from "./ports.ts";
+import { TaskProcess } from "./processes.ts";
+import { projectEnv, REPO_DIR, useStackTools } from "./repo.ts";
 
-/** The repo root, without a trailing slash. */
-export const REPO_DIR: string = fileURLToPath(new URL("../..", import.meta.url)).replace(/\/$/, "");
-
-/** project.env, parsed. */
-export function projectEnv(): Record<string, string> {
-  return parseEnvFile(Deno.readTextFileSync(`${REPO_DIR}/project.env`));
-}
-
-/** Puts the tools dir of `./stack` first on PATH (once), so its traefik and k6 are found. */
-export function useStackTools(): void {
-  const tools = `${
-    Deno.env.get("STACK_TOOLS_DIR") ?? `${Deno.env.get("HOME")}/.cache/users-pipeline/tools`
-  }/bin`;
-  const path = Deno.env.get("PATH") ?? "";
-  if (!path.split(":").includes(tools)) Deno.env.set("PATH", `${tools}:${path}`);
-}
-
-/**
- * Keeps a server's output lines (the last 500) instead of printing them, so
- * passing tests stay quiet and a failing one can show them.
- */
-export class OutputBuffer {
-  readonly lines: string[] = [];
-  /** Pass to a server's `output`. */
-  readonly sink: LineSink = (name, line) => {
-    this.lines.push(`${name} | ${line}`);
-    if (this.lines.length > 500) this.lines.shift();
-  };
-
-  /** The last `count` lines, one per line. */
-  tail(count = 60): string {
-    return this.lines.slice(-count).join("\n");
-  }
-}
+export { OutputBuffer, projectEnv, REPO_DIR, useStackTools };
 
 /** A temp dir that PostgreSQL's system user can reach when the tests run as root. */
 async function makeServiceDir(prefix: string): Promise<string> {
@@ -207,17 +174,12 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
  * @throws {Error} with the output when it exits non-zero.
  */
 export async function migrate(env: Readonly<Record<string, string>>): Promise<string> {
-  const result = await new Deno.Command(Deno.execPath(), {
-    args: ["task", "--quiet", "migrate"],
-    cwd: REPO_DIR,
-    env: { ...env },
-    stdin: "null",
-  }).output();
-  const decoder = new TextDecoder();
-  const output = decoder.decode(result.stdout) + decoder.decode(result.stderr);
-  if (!result.success) {
+  const migration = new TaskProcess("migrate", { ...env });
+  const status = await migration.status;
+  const output = migration.output.join("\n");
+  if (!status.success) {
     throw new Error(
-      `Cannot migrate as deno task migrate exited with code ${result.code}:\n${output}`,
+      `Cannot migrate as deno task migrate exited with code ${status.code}:\n${output}`,
     );
   }
   return output;

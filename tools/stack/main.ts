@@ -13,8 +13,7 @@
  * @module
  */
 
-import { fileURLToPath } from "node:url";
-import { parseEnvFile } from "./env_file.ts";
+import { projectEnv, REPO_DIR } from "../harness/repo.ts";
 import { parseStackConfig } from "./stack_config.ts";
 import { apiPorts, NativeStack, type StackState, STATE_FILE } from "./supervisor.ts";
 
@@ -44,7 +43,6 @@ async function main(): Promise<number> {
     console.error(error.message);
     return 2;
   }
-  const repoDir = fileURLToPath(new URL("../..", import.meta.url)).replace(/\/$/, "");
   await Deno.mkdir(config.stateDir, { recursive: true });
   const stateDir = await Deno.realPath(config.stateDir);
   const other = await runningSupervisor(stateDir);
@@ -54,11 +52,10 @@ async function main(): Promise<number> {
     );
     return 1;
   }
-  const projectEnv = parseEnvFile(await Deno.readTextFile(`${repoDir}/project.env`));
   const stack = new NativeStack({
-    repoDir,
+    repoDir: REPO_DIR,
     stateDir,
-    projectEnv,
+    projectEnv: projectEnv(),
     ports: {
       http: config.httpPort,
       postgres: config.postgresPort,

@@ -9,8 +9,12 @@
  * @module
  */
 
-import { type LineSink } from "./line_output.ts";
-import { type RestartPolicy, ServiceProcess, signalProcess } from "./service_process.ts";
+import {
+  ServiceProcess,
+  signalProcess,
+  type SupervisedOptions,
+} from "../harness/service_process.ts";
+import { waitFor } from "../harness/wait.ts";
 
 /** The libpq variables that reach this server, as the API and the consumer read them. */
 export interface PostgresEnv {
@@ -26,7 +30,7 @@ export interface PostgresEnv {
 export type ShutdownMode = "fast" | "immediate";
 
 /** Options of {@linkcode PostgresServer.start}. */
-export interface PostgresServerOptions {
+export interface PostgresServerOptions extends SupervisedOptions {
   /** The loopback port to listen on. */
   port: number;
   /** The cluster's data dir; initialised on first start, reused after. */
@@ -43,16 +47,6 @@ export interface PostgresServerOptions {
   settings?: Record<string, string>;
   /** The system user to run as when the supervisor is root. @default "postgres" */
   systemUser?: string;
-  /** @default "postgres" */
-  name?: string;
-  /** @default consoleSink() */
-  output?: LineSink;
-  /** @default console.log */
-  log?: (message: string) => void;
-  /** @default "no" */
-  restart?: RestartPolicy;
-  /** Called with the postmaster's pid after every start, restarts included. */
-  onStart?: (pid: number) => void;
   /** How long to wait for the server to accept connections. @default 60_000 */
   readyTimeoutMs?: number;
 }
@@ -332,8 +326,7 @@ export class PostgresServer implements AsyncDisposable {
    * @throws {Error} when the postmaster exits first or the wait times out.
    */
   async ready(timeoutMs = this.#options.readyTimeoutMs ?? 60_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
+    await waitFor(`PostgreSQL on port ${this.port} to accept connections`, async () => {
       if (!this.process.running) {
         throw new Error(
           `Cannot use PostgreSQL on port ${this.port} as it exited with code ${this.process.lastStatus?.code}; see its output above`,
@@ -344,12 +337,8 @@ export class PostgresServer implements AsyncDisposable {
         stdout: "null",
         stderr: "null",
       }).output();
-      if (code === 0) return;
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-    }
-    throw new Error(
-      `Cannot use PostgreSQL on port ${this.port} as it did not accept connections within ${timeoutMs} ms`,
-    );
+      return code === 0;
+    }, { timeoutMs, intervalMs: POLL_MS });
   }
 
   /**

@@ -7,27 +7,17 @@
  * @module
  */
 
-import { type LineSink } from "./line_output.ts";
-import { type RestartPolicy, ServiceProcess } from "./service_process.ts";
+import { ServiceProcess, type SupervisedOptions } from "../harness/service_process.ts";
+import { waitFor } from "../harness/wait.ts";
 
 /** Options of {@linkcode RedisServer.start}. */
-export interface RedisServerOptions {
+export interface RedisServerOptions extends SupervisedOptions {
   /** The loopback port to listen on. */
   port: number;
   /** Where the AOF lives; created if missing. Restarting on the same dir reloads the data. */
   dir: string;
   /** A redis.conf to start from; the port, bind address and dir override it. @default none */
   configFile?: string;
-  /** @default "redis" */
-  name?: string;
-  /** @default consoleSink() */
-  output?: LineSink;
-  /** @default console.log */
-  log?: (message: string) => void;
-  /** @default "no" */
-  restart?: RestartPolicy;
-  /** Called with the pid after every start, restarts included. */
-  onStart?: (pid: number) => void;
   /** How long to wait for PONG. @default 30_000 */
   readyTimeoutMs?: number;
 }
@@ -148,24 +138,23 @@ export class RedisServer implements AsyncDisposable {
    * @throws {Error} when the process exits first or the wait times out.
    */
   async ready(timeoutMs = this.#readyTimeoutMs): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
     let last = "no answer";
-    while (Date.now() < deadline) {
-      if (!this.process.running) {
-        throw new Error(
-          `Cannot use redis on port ${this.port} as it exited with code ${this.process.lastStatus?.code}`,
-        );
-      }
-      try {
-        last = await pingRedis(this.port);
-        if (isReadyReply(last)) return;
-      } catch (error) {
-        last = String(error);
-      }
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-    }
-    throw new Error(
-      `Cannot use redis on port ${this.port} as it did not answer PONG within ${timeoutMs} ms: last reply was ${last}`,
+    await waitFor(
+      () => `redis on port ${this.port} to answer PONG (last reply: ${last})`,
+      async () => {
+        if (!this.process.running) {
+          throw new Error(
+            `Cannot use redis on port ${this.port} as it exited with code ${this.process.lastStatus?.code}`,
+          );
+        }
+        try {
+          last = await pingRedis(this.port);
+        } catch (error) {
+          last = String(error);
+        }
+        return isReadyReply(last);
+      },
+      { timeoutMs, intervalMs: POLL_MS },
     );
   }
 

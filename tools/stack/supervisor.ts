@@ -13,10 +13,12 @@
  */
 
 import { parse, stringify } from "yaml";
-import { consoleSink, type LineSink } from "./line_output.ts";
+import { consoleSink, type LineSink } from "../harness/line_output.ts";
+import { isPortFree } from "../harness/ports.ts";
+import { ServiceProcess, signalGroup } from "../harness/service_process.ts";
+import { waitForHttp } from "../harness/wait.ts";
 import { PostgresServer, serverUser, userCanSearch } from "./postgres_server.ts";
 import { RedisServer } from "./redis_server.ts";
-import { ServiceProcess, signalGroup } from "./service_process.ts";
 import { nativeStaticConfig, routesConfig } from "./traefik_config.ts";
 
 /** The loopback ports of one stack. */
@@ -153,42 +155,12 @@ export function checkPortsFree(ports: StackPorts): void {
       );
     }
     seen.set(port, name);
-    try {
-      Deno.listen({ hostname: "127.0.0.1", port }).close();
-    } catch (error) {
-      if (!(error instanceof Deno.errors.AddrInUse)) throw error;
+    if (!isPortFree(port)) {
       throw new RangeError(
         `Cannot start the stack as ${name}'s port is in use by another program: current value is ${port}`,
-        { cause: error },
       );
     }
   }
-}
-
-/** How often the readiness of an HTTP endpoint is polled. */
-const POLL_MS = 100;
-
-/**
- * Waits until `url` answers 200.
- *
- * @throws {Error} when `alive()` turns false or the wait times out.
- */
-async function waitForHttp(url: string, timeoutMs: number, alive: () => boolean): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last = "no answer";
-  while (Date.now() < deadline) {
-    if (!alive()) throw new Error(`Cannot reach ${url} as its process exited`);
-    try {
-      const response = await fetch(url, { signal: AbortSignal.timeout(2_000) });
-      await response.body?.cancel();
-      if (response.status === 200) return;
-      last = `status ${response.status}`;
-    } catch (error) {
-      last = String(error);
-    }
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-  }
-  throw new Error(`Cannot reach ${url} within ${timeoutMs} ms: last answer was ${last}`);
 }
 
 async function writeFileAtomically(path: string, text: string): Promise<void> {
@@ -299,16 +271,18 @@ export class NativeStack implements AsyncDisposable {
       this.#startReplicas();
       await Promise.all(
         this.servers.map((server, index) =>
-          waitForHttp(
-            `http://127.0.0.1:${this.ports.api[index]}/health`,
-            readyTimeoutMs,
-            () => server.running || server.restarts > 0,
-          )
+          waitForHttp(`http://127.0.0.1:${this.ports.api[index]}/health`, {
+            timeoutMs: readyTimeoutMs,
+            alive: () => server.running || server.restarts > 0,
+          })
         ),
       );
       this.#checkNotStopping();
       await this.#startTraefik();
-      await waitForHttp(`${this.url}/health`, readyTimeoutMs, () => this.traefik?.running ?? false);
+      await waitForHttp(`${this.url}/health`, {
+        timeoutMs: readyTimeoutMs,
+        alive: () => this.traefik?.running ?? false,
+      });
       this.#checkNotStopping();
       this.#ready = true;
       await this.#writeState();

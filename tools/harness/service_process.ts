@@ -1,9 +1,13 @@
 /**
- * One long-running child of the native stack: spawned in its own process group
- * (so a Ctrl-C in the terminal reaches only the supervisor, which then stops
- * the children in order), its output prefixed with its name, and — like
- * compose's `restart: unless-stopped` — started again when it dies without
- * having been asked to stop.
+ * The one child-process wrapper of the tooling: the native stack's servers and
+ * replicas, the benchmark's services and the tests' `deno task` processes are
+ * all a `ServiceProcess`. Each is spawned in its own process group (so a
+ * Ctrl-C in the terminal reaches only the parent, which then stops the
+ * children in order, and a signal to the group reaches `deno task` and the
+ * Deno it runs alike), its output goes line by line to a sink under its name,
+ * a stop has a deadline after which the group is killed, and — like compose's
+ * `restart: unless-stopped`, when asked — it is started again when it dies
+ * without having been asked to stop.
  *
  * @module
  */
@@ -38,6 +42,14 @@ export interface ServiceProcessOptions {
   /** Called with the new pid after every start, restarts included. */
   onStart?: (pid: number) => void;
 }
+
+/**
+ * The options a server built on a {@linkcode ServiceProcess} (Redis,
+ * PostgreSQL) passes through to it; `name` defaults to the server's kind.
+ */
+export type SupervisedOptions = Partial<
+  Pick<ServiceProcessOptions, "name" | "output" | "log" | "restart" | "onStart">
+>;
 
 /** Options of {@linkcode ServiceProcess.stop}. */
 export interface StopOptions {
@@ -94,6 +106,7 @@ export class ServiceProcess {
   #restartTimer: ReturnType<typeof setTimeout> | undefined;
   #crashesInARow = 0;
   #startedAt = 0;
+  #stopping: Promise<Deno.CommandStatus | undefined> | undefined;
 
   constructor(options: ServiceProcessOptions) {
     this.name = options.name;
@@ -150,6 +163,7 @@ export class ServiceProcess {
     clearTimeout(this.#restartTimer);
     this.#restartTimer = undefined;
     this.#stopRequested = false;
+    this.#stopping = undefined;
     return this.#spawn();
   }
 
@@ -179,9 +193,15 @@ export class ServiceProcess {
   /**
    * Asks the process to stop with `signal`, SIGKILLs its group after the
    * deadline, and settles with its exit status. It is not restarted. A frozen
-   * process is thawed so that it sees the signal.
+   * process is thawed so that it sees the signal. A second call before the
+   * next start returns the first call's promise.
    */
-  async stop(options: StopOptions = {}): Promise<Deno.CommandStatus | undefined> {
+  stop(options: StopOptions = {}): Promise<Deno.CommandStatus | undefined> {
+    this.#stopping ??= this.#stop(options);
+    return this.#stopping;
+  }
+
+  async #stop(options: StopOptions): Promise<Deno.CommandStatus | undefined> {
     const { signal = "SIGTERM", timeoutMs = 30_000 } = options;
     this.#stopRequested = true;
     clearTimeout(this.#restartTimer);

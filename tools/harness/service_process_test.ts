@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { RESTART_MAX_MS, restartDelayMs, ServiceProcess } from "./service_process.ts";
+import { delay, waitFor } from "./wait.ts";
 
 function collector() {
   const lines: string[] = [];
@@ -42,11 +43,8 @@ Deno.test("ServiceProcess restarts a process that dies unless it was stopped", a
   // Wait for the third run's output itself: the restart counter moves before
   // the new process has printed anything, and a loaded machine widens that gap.
   const ups = () => lines.filter((line) => line === "crasher: up").length;
-  const deadline = Date.now() + 20_000;
-  while (ups() < 3 && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  await process.stop();
+  await waitFor("three runs", () => ups() >= 3, { timeoutMs: 20_000, intervalMs: 20 })
+    .finally(() => process.stop());
   assert.ok(messages.includes("crasher exited with code 3; restarting"), messages.join("\n"));
   assert.ok(process.restarts >= 2, `${process.restarts} restarts`);
   assert.ok(ups() >= 3, `${ups()} runs printed "up"`);
@@ -65,7 +63,7 @@ Deno.test("ServiceProcess.stop() sends SIGTERM and is not followed by a restart"
   process.start();
   const status = await process.stop();
   assert.equal(status?.signal, "SIGTERM");
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await delay(300);
   assert.equal(process.running, false);
   assert.equal(process.restarts, 0);
   assert.deepEqual(messages, []);
@@ -81,7 +79,7 @@ Deno.test("ServiceProcess.stop() thaws a frozen process and kills it after the d
     log: (message) => messages.push(message),
   });
   process.start();
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  await delay(200);
   process.freeze();
   const status = await process.stop({ timeoutMs: 300 });
   assert.equal(status?.code, 137);
@@ -93,4 +91,12 @@ Deno.test("ServiceProcess.start() refuses to start a running process twice", asy
   process.start();
   assert.throws(() => process.start(), { name: "TypeError", message: /current pid is/ });
   await process.stop();
+});
+
+Deno.test("ServiceProcess.stop() called twice returns the first call's promise", async () => {
+  const process = new ServiceProcess({ name: "twice", command: "sleep", args: ["30"], log() {} });
+  process.start();
+  const first = process.stop();
+  assert.equal(process.stop(), first);
+  assert.equal((await first)?.signal, "SIGTERM");
 });

@@ -1,7 +1,8 @@
 /**
- * Child output, line by line, under the child's name, the way `docker compose
- * up` shows it (`server-1  | listening on 8000`), so the interleaved output of
- * a dozen processes stays readable.
+ * Child output, line by line, under the child's name: printed the way `docker
+ * compose up` shows it (`server-1  | listening on 8000`), so the interleaved
+ * output of a dozen processes stays readable, or kept in an
+ * {@linkcode OutputBuffer} for a test or a measurement to show when it fails.
  *
  * @module
  */
@@ -39,4 +40,22 @@ export async function forEachLine(
     for (const line of lines) onLine(line.replace(/\r$/, ""));
   }
   if (pending !== "") onLine(pending.replace(/\r$/, ""));
+}
+
+/**
+ * Keeps output lines (the last 500) instead of printing them, so passing
+ * tests and measurements stay quiet and a failure can show them.
+ */
+export class OutputBuffer {
+  readonly lines: string[] = [];
+  /** Pass to a process's `output`. */
+  readonly sink: LineSink = (name, line) => {
+    this.lines.push(`${name} | ${line}`);
+    if (this.lines.length > 500) this.lines.shift();
+  };
+
+  /** The last `count` lines, one per line. */
+  tail(count = 60): string {
+    return this.lines.slice(-count).join("\n");
+  }
 }

@@ -1,0 +1,358 @@
+import assert from "node:assert/strict";
+import { encodeEnvelope } from "../queue/envelope.ts";
+import type { Batch, DeadLetter } from "../queue/redis_queue.ts";
+import type { Clock } from "./clock.ts";
+import { Consumer, type ConsumerEvent, type ConsumerQueue } from "./consumer.ts";
+import type { UserStore } from "./user_writer.ts";
+
+interface FakeTimer {
+  at: number;
+  readonly every?: number;
+  readonly fire: () => void;
+}
+
+/**
+ * Time that moves only when the test says so: `advance()` jumps to the next
+ * pending timer and fires it, so a five-second backoff costs nothing.
+ */
+class FakeClock implements Clock {
+  #now = 0;
+  #timers: FakeTimer[] = [];
+
+  now(): number {
+    return this.#now;
+  }
+
+  sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => this.#timers.push({ at: this.#now + ms, fire: resolve }));
+  }
+
+  every(ms: number, tick: () => void): () => void {
+    const timer = { at: this.#now + ms, every: ms, fire: tick };
+    this.#timers.push(timer);
+    return () => {
+      this.#timers = this.#timers.filter((t) => t !== timer);
+    };
+  }
+
+  /** Timers not yet fired (intervals count until cancelled). */
+  get pending(): number {
+    return this.#timers.length;
+  }
+
+  /** Moves to the earliest timer and fires it; false when there is none. */
+  advance(): boolean {
+    const next = this.#timers.reduce<FakeTimer | undefined>(
+      (earliest, t) => earliest === undefined || t.at < earliest.at ? t : earliest,
+      undefined,
+    );
+    if (next === undefined) return false;
+    this.#now = Math.max(this.#now, next.at);
+    if (next.every === undefined) this.#timers = this.#timers.filter((t) => t !== next);
+    else next.at += next.every;
+    next.fire();
+    return true;
+  }
+}
+
+/** Lets every pending promise callback run (a zero-delay turn: nothing waits). */
+function settle(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+/** Steps the clock until `done()` holds; fails if it never does. */
+async function until(clock: FakeClock, done: () => boolean, what: string): Promise<void> {
+  for (let step = 0; step < 10_000; step++) {
+    await settle();
+    if (done()) return;
+    if (!clock.advance()) break;
+  }
+  throw new Error(`Cannot see ${what} as time ran out: current fake time is ${clock.now()} ms`);
+}
+
+/**
+ * The queue's contract in memory: a member set for fencing, one held batch per
+ * consumer, and recovery as a move of a fenced consumer's batch back to the list.
+ */
+class MemoryQueue implements ConsumerQueue {
+  readonly items: string[] = [];
+  readonly members = new Set<string>();
+  readonly held = new Map<string, Batch>();
+  readonly dead: DeadLetter[] = [];
+  readonly registered: string[] = [];
+  /** Errors the next fetches throw, one per call. */
+  readonly fetchFailures: Error[] = [];
+
+  push(...payloads: string[]): void {
+    this.items.push(...payloads);
+  }
+
+  /** What the others do once a consumer's heartbeat expired: unregister it, recover its batch. */
+  fence(consumerId: string): void {
+    this.members.delete(consumerId);
+    const batch = this.held.get(consumerId);
+    this.held.delete(consumerId);
+    if (batch !== undefined) this.items.unshift(...batch.items);
+  }
+
+  register(consumerId: string): Promise<void> {
+    this.members.add(consumerId);
+    this.registered.push(consumerId);
+    return Promise.resolve();
+  }
+
+  heartbeat(consumerId: string): Promise<boolean> {
+    return Promise.resolve(this.members.has(consumerId));
+  }
+
+  fetch(consumerId: string, max: number): Promise<Batch | undefined> {
+    const failure = this.fetchFailures.shift();
+    if (failure !== undefined) return Promise.reject(failure);
+    if (!this.members.has(consumerId)) return Promise.resolve(undefined);
+    const batch = this.held.get(consumerId) ??
+      { items: this.items.splice(0, max), fromRetry: false };
+    if (batch.items.length > 0) this.held.set(consumerId, batch);
+    return Promise.resolve(batch);
+  }
+
+  ack(consumerId: string, _batch: Batch, deadLetters: readonly DeadLetter[]): Promise<boolean> {
+    if (!this.members.has(consumerId)) return Promise.resolve(false);
+    this.held.delete(consumerId);
+    this.dead.push(...deadLetters);
+    return Promise.resolve(true);
+  }
+
+  recover(): Promise<{ recovered: number; buried: number; consumers: number }> {
+    return Promise.resolve({ recovered: 0, buried: 0, consumers: 0 });
+  }
+
+  handBack(consumerId: string): Promise<number> {
+    const items = this.held.get(consumerId)?.items ?? [];
+    this.held.delete(consumerId);
+    this.members.delete(consumerId);
+    this.items.unshift(...items);
+    return Promise.resolve(items.length);
+  }
+}
+
+/** A PostgreSQL error as postgres.js raises it: what matters is `code`. */
+function pgError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+/**
+ * Table `users` in a Map. Like PostgreSQL with the table's CHECK constraint,
+ * it refuses a whole statement when a name contains "bad".
+ */
+class MemoryStore implements UserStore {
+  readonly rows = new Map<string, string>();
+  /** Errors the next inserts throw, one per call (`Infinity` of them with `failForever`). */
+  readonly failures: Error[] = [];
+  failForever: Error | undefined;
+  /** Runs before each insert (to fence the consumer mid-batch, say). */
+  beforeInsert: () => void = () => {};
+  statements = 0;
+
+  insert(users: readonly { id: string; name: string }[]): Promise<Set<string>> {
+    this.statements++;
+    this.beforeInsert();
+    const failure = this.failForever ?? this.failures.shift();
+    if (failure !== undefined) return Promise.reject(failure);
+    if (users.some((u) => u.name.includes("bad"))) {
+      return Promise.reject(pgError("23514", 'new row violates check constraint "users_name"'));
+    }
+    const inserted = new Set<string>();
+    for (const { id, name } of users) {
+      if (!this.rows.has(id)) {
+        this.rows.set(id, name);
+        inserted.add(id);
+      }
+    }
+    return Promise.resolve(inserted);
+  }
+
+  storedNames(ids: readonly string[]): Promise<Map<string, string>> {
+    return Promise.resolve(
+      new Map(ids.filter((id) => this.rows.has(id)).map((id) => [id, this.rows.get(id)!])),
+    );
+  }
+}
+
+const user = (n: number, name = `user ${n}`) =>
+  encodeEnvelope({
+    id: `00000000-0000-7000-8000-${String(n).padStart(12, "0")}`,
+    name,
+    enqueued_at: 0,
+  });
+
+/** The outage events among `events`, as [event, dependency]. */
+function outages(events: readonly ConsumerEvent[]): [string, string][] {
+  return events.flatMap((e) =>
+    e.event === "outage_started" || e.event === "outage_ended" ? [[e.event, e.dependency]] : []
+  );
+}
+
+/** A consumer over the fakes, its events, and its first id `c1` (then `c2`, …). */
+function setUp(options: { shutdownTimeoutMs?: number } = {}) {
+  const clock = new FakeClock();
+  const queue = new MemoryQueue();
+  const store = new MemoryStore();
+  const events: ConsumerEvent[] = [];
+  let ids = 0;
+  const consumer = new Consumer({
+    queue,
+    waitForItems: (seconds) => clock.sleep(seconds * 1_000),
+    store,
+    batchSize: 10,
+    heartbeatTtlMs: 5_000,
+    recoveryIntervalMs: 2_000,
+    maxCrashes: 3,
+    blockTimeoutSeconds: 2,
+    retryMaxDelayMs: 5_000,
+    shutdownTimeoutMs: options.shutdownTimeoutMs ?? 20_000,
+    newId: () => `c${++ids}`,
+    onEvent: (event) => events.push(event),
+    clock,
+  });
+  const named = <E extends ConsumerEvent["event"]>(name: E) =>
+    events.filter((e): e is Extract<ConsumerEvent, { event: E }> => e.event === name);
+  /** Stops the consumer and waits for its loop to end, stepping time as needed. */
+  const stop = async () => {
+    let ended = false;
+    const stopped = consumer.stop().then(() => void (ended = true));
+    await until(clock, () => ended, "the loop end");
+    await stopped;
+  };
+  return { clock, queue, store, events, named, consumer, stop };
+}
+
+Deno.test("Consumer reports consumer_started once registered, and stops its timers on stop", async () => {
+  const { clock, queue, named, consumer, stop } = setUp();
+  void consumer.run();
+  await until(clock, () => named("consumer_started").length === 1, "consumer_started");
+  assert.deepEqual(named("consumer_started"), [
+    { event: "consumer_started", consumer_id: "c1", batch_size: 10 },
+  ]);
+  assert.ok(queue.members.has("c1"));
+  await stop();
+  assert.deepEqual(named("handed_back"), [{ event: "handed_back", consumer_id: "c1", items: 0 }]);
+  assert.equal(clock.pending, 0);
+});
+
+Deno.test("Consumer re-registers under a new id when a fetch finds it fenced", async () => {
+  const { clock, queue, store, named, consumer, stop } = setUp();
+  void consumer.run();
+  await until(clock, () => named("consumer_started").length === 1, "consumer_started");
+  queue.fence("c1");
+  await until(clock, () => named("consumer_fenced").length === 1, "consumer_fenced");
+  assert.deepEqual(named("consumer_fenced"), [{
+    event: "consumer_fenced",
+    consumer_id: "c1",
+    new_consumer_id: "c2",
+    reason: "its heartbeat expired and its work was recovered by others",
+  }]);
+  assert.deepEqual(queue.registered, ["c1", "c2"]);
+  assert.equal(consumer.id, "c2");
+  queue.push(user(1));
+  await until(clock, () => consumer.stats.batches === 1, "the batch under the new id");
+  assert.equal(store.rows.size, 1);
+  await stop();
+});
+
+Deno.test("Consumer counts a batch once when its acknowledgement is refused and it is redelivered", async () => {
+  const { clock, queue, store, named, consumer, stop } = setUp();
+  queue.push(user(1), "{not json", user(2));
+  // Presumed dead while storing: the others recover the batch before the ack.
+  store.beforeInsert = () => {
+    store.beforeInsert = () => {};
+    queue.fence(consumer.id);
+  };
+  void consumer.run();
+  await until(clock, () => consumer.stats.batches === 1, "the redelivered batch acknowledged");
+  assert.deepEqual(named("consumer_fenced").map((e) => [e.consumer_id, e.new_consumer_id]), [
+    ["c1", "c2"],
+  ]);
+  assert.match(named("consumer_fenced")[0]!.reason, /presumed dead while storing/);
+  assert.deepEqual(consumer.stats, { stored: 2, deadLettered: 1, batches: 1, recovered: 0 });
+  assert.equal(queue.dead.length, 1);
+  assert.equal(named("dead_lettered").length, 1);
+  assert.equal(store.rows.size, 2);
+  await stop();
+});
+
+Deno.test("Consumer retries a failing PostgreSQL with backoff, reporting the outage once at each end", async () => {
+  const { clock, queue, store, events, named, consumer, stop } = setUp();
+  const refused = pgError("ECONNREFUSED", "connection refused");
+  store.failures.push(refused, refused, refused);
+  queue.push(user(1));
+  void consumer.run();
+  await until(clock, () => consumer.stats.batches === 1, "the batch stored after the outage");
+  assert.deepEqual(outages(events), [["outage_started", "postgres"], ["outage_ended", "postgres"]]);
+  assert.equal(named("outage_started")[0]?.error, refused);
+  const [ended] = named("outage_ended");
+  assert.equal(ended?.failures, 3);
+  // Three backoff pauses passed on the clock, none on the wall.
+  assert.ok(ended!.ms > 0, `the outage lasted ${ended!.ms} ms`);
+  assert.equal(store.statements, 4);
+  assert.equal(store.rows.size, 1);
+  await stop();
+});
+
+Deno.test("Consumer retries a failing Redis fetch, reporting the outage once at each end", async () => {
+  const { clock, queue, events, named, consumer, stop } = setUp();
+  const closed = new Error("Connection is closed.");
+  queue.fetchFailures.push(closed, closed, closed, closed, closed);
+  queue.push(user(1));
+  void consumer.run();
+  await until(clock, () => consumer.stats.batches === 1, "the batch after the outage");
+  assert.deepEqual(outages(events), [["outage_started", "redis"], ["outage_ended", "redis"]]);
+  assert.equal(named("outage_ended")[0]?.failures, 5);
+  await stop();
+});
+
+Deno.test("Consumer dead-letters a bad envelope and a row refused for its data, storing the rest", async () => {
+  const { clock, queue, store, named, consumer, stop } = setUp();
+  queue.push(user(1), "{not json", user(2, "bad row"), user(3));
+  void consumer.run();
+  await until(clock, () => consumer.stats.batches === 1, "the mixed batch acknowledged");
+  assert.deepEqual([...store.rows.values()], ["user 1", "user 3"]);
+  assert.deepEqual(named("dead_lettered"), [
+    { event: "dead_lettered", reason: "item is not valid JSON" },
+    {
+      event: "dead_lettered",
+      reason: 'database refused the row: new row violates check constraint "users_name"',
+      sqlstate: "23514",
+    },
+  ]);
+  assert.deepEqual(queue.dead.map((d) => d.payload), ["{not json", user(2, "bad row")]);
+  assert.deepEqual(consumer.stats, { stored: 2, deadLettered: 2, batches: 1, recovered: 0 });
+  // The loop goes on: the next batch is taken as usual.
+  queue.push(user(4));
+  await until(clock, () => consumer.stats.batches === 2, "the next batch");
+  assert.equal(store.rows.size, 3);
+  await stop();
+});
+
+Deno.test("Consumer hands its batch back when stopping outlasts the shutdown deadline", async () => {
+  const { clock, queue, store, events, named, consumer, stop } = setUp({
+    shutdownTimeoutMs: 1_000,
+  });
+  store.failForever = pgError("57P03", "the database system is starting up");
+  queue.push(user(1), user(2));
+  void consumer.run();
+  await until(clock, () => named("outage_started").length === 1, "the outage");
+  const stoppedAt = clock.now();
+  await stop();
+  assert.deepEqual(
+    events.slice(-2),
+    [
+      { event: "shutdown_deadline", items: 2 },
+      { event: "handed_back", consumer_id: "c1", items: 2 },
+    ],
+  );
+  assert.ok(clock.now() - stoppedAt >= 1_000, `stopped after ${clock.now() - stoppedAt} ms`);
+  assert.deepEqual(queue.items, [user(1), user(2)]);
+  assert.equal(queue.members.size, 0);
+  assert.deepEqual(consumer.stats, { stored: 0, deadLettered: 0, batches: 0, recovered: 0 });
+  assert.equal(clock.pending, 0);
+});

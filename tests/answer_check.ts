@@ -1,0 +1,122 @@
+/**
+ * The fault suite's verdict on the answers themselves, beside
+ * `delivery_check.ts`'s verdict on what was stored: every request of the
+ * load posts a valid user, so anything but a 202 needs a reason.
+ *
+ * A scenario records its faults as time windows, each naming the answers it
+ * explains:
+ * - `full`: a 503 "queue is full" (the queue is at QUEUE_MAX_LENGTH);
+ * - `unavailable`: a 503 "queue is unavailable" (Redis is down, frozen or at
+ *   its maxmemory);
+ * - `cut`: a connection that broke or was refused (an API was killed or
+ *   stopped).
+ *
+ * An answer is explained when its request, from sending to answer, overlaps a
+ * window that names it. Nothing explains a 4xx or any other 503 to a valid
+ * request, nor a request that got no answer at all within the load's timeout
+ * (a hang): no scenario's fault excuses those, since even a frozen Redis must
+ * get a prompt 503. Indeterminate answers are counted against the scenario's
+ * bound as well.
+ *
+ * @module
+ */
+
+import type { Outcome } from "./fault_load.ts";
+
+/** The API's error for a queue at its bound (`server/app.ts`). */
+export const QUEUE_FULL = "queue is full, retry later";
+/** The API's error when Redis refused or did not answer the push (`server/app.ts`). */
+export const QUEUE_UNAVAILABLE = "queue is unavailable, retry later";
+
+/** An answer other than 202 that a fault can explain. */
+export type Excuse = "full" | "unavailable" | "cut";
+
+/** A fault a scenario caused on purpose, and the answers it explains. */
+export interface Fault {
+  /** What happened, for messages: "Redis frozen". */
+  readonly what: string;
+  /** When it began (ms since the epoch). */
+  readonly from: number;
+  /** When its effect ended, grace included (ms since the epoch); Infinity while it lasts. */
+  readonly to: number;
+  readonly excuses: readonly Excuse[];
+}
+
+/** Options of {@linkcode checkAnswers}. */
+export interface AnswerCheckOptions {
+  /** Most indeterminate answers the scenario's faults may cause. @default 0 */
+  readonly maxIndeterminate?: number;
+}
+
+/** What {@linkcode checkAnswers} found. */
+export interface AnswerReport {
+  /** Unexplained answers, one line per kind with examples; empty when all is well. */
+  readonly problems: readonly string[];
+  /** How many answers each fault explained, by its `what`. */
+  readonly explained: ReadonlyMap<string, number>;
+}
+
+/**
+ * Checks that every answer other than 202 overlaps a fault that explains it
+ * and that the indeterminate ones stay within the bound. Forbidden answers (a
+ * 500, a 503 without Retry-After) are `checkDelivery`'s to report.
+ */
+export function checkAnswers(
+  outcomes: readonly Outcome[],
+  faults: readonly Fault[],
+  options: AnswerCheckOptions = {},
+): AnswerReport {
+  const { maxIndeterminate = 0 } = options;
+  const unexplained = new Map<string, Outcome[]>();
+  const explained = new Map<string, number>();
+  let indeterminate = 0;
+  for (const outcome of outcomes) {
+    if (outcome.kind === "accepted" || outcome.kind === "unexpected") continue;
+    if (outcome.kind === "indeterminate") indeterminate++;
+    const excuse = excuseFor(outcome);
+    const fault = excuse === undefined
+      ? undefined
+      : faults.find((f) => f.excuses.includes(excuse) && overlaps(outcome, f));
+    if (fault !== undefined) {
+      explained.set(fault.what, (explained.get(fault.what) ?? 0) + 1);
+      continue;
+    }
+    const what = describe(outcome, excuse);
+    unexplained.set(what, [...(unexplained.get(what) ?? []), outcome]);
+  }
+  const problems = [...unexplained].map(([what, list]) =>
+    `${list.length} × ${what} (e.g. ${
+      list.slice(0, 3).map((o) => `${o.name} sent at ${o.sentAt}, ${o.ms} ms`).join("; ")
+    })`
+  );
+  if (indeterminate > maxIndeterminate) {
+    problems.push(
+      `${indeterminate} indeterminate answers where at most ${maxIndeterminate} may be`,
+    );
+  }
+  return { problems, explained };
+}
+
+/** The fault kind that could explain `outcome`, or undefined when none could. */
+function excuseFor(outcome: Outcome): Excuse | undefined {
+  if (outcome.kind === "indeterminate") return outcome.timedOut ? undefined : "cut";
+  if (outcome.status === 503 && outcome.detail === QUEUE_FULL) return "full";
+  if (outcome.status === 503 && outcome.detail === QUEUE_UNAVAILABLE) return "unavailable";
+  return undefined;
+}
+
+function describe(outcome: Outcome, excuse: Excuse | undefined): string {
+  if (outcome.kind === "indeterminate") {
+    return outcome.timedOut
+      ? "no answer within the load's timeout (a hang)"
+      : `connection cut (${outcome.detail}) outside any API kill or stop`;
+  }
+  const answer = `${outcome.status} "${outcome.detail}"`;
+  return excuse === undefined
+    ? `${answer} to a valid request`
+    : `${answer} outside any fault that explains it`;
+}
+
+function overlaps(outcome: Outcome, fault: Fault): boolean {
+  return outcome.sentAt <= fault.to && outcome.sentAt + outcome.ms >= fault.from;
+}

@@ -1,0 +1,258 @@
+/**
+ * Fault scenarios of Redis (issue #3): killed with SIGKILL and restarted from
+ * its AOF, frozen for 10 s, a reply lost after its command ran, and full at
+ * its maxmemory. After each, the consumers that lived through it must drain
+ * the queue themselves: no fresh consumer is started to hide one stuck in
+ * its reconnect. See `fault_stage.ts` for what every scenario is held to.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { v7 as uuidv7 } from "uuid";
+import { encodeEnvelope } from "../queue/envelope.ts";
+import { RedisQueue } from "../queue/redis_queue.ts";
+import type { TaskProcess } from "../tools/harness/processes.ts";
+import { delay, waitFor } from "../tools/harness/wait.ts";
+import { QUEUE_UNAVAILABLE } from "./answer_check.ts";
+import type { LoadGenerator } from "./fault_load.ts";
+import {
+  answers,
+  envelopes,
+  FAST_ENV,
+  refusals,
+  scenario,
+  seconds,
+  type Stage,
+  verdict,
+} from "./fault_stage.ts";
+import { numberField, serviceEvents } from "./service_events.ts";
+
+scenario(
+  "Redis SIGKILLed and restarted from its AOF mid-run: the same consumer resumes and nothing is lost",
+  async (stage) => {
+    const { redis, redisServer } = stage.world;
+    const api = await stage.server();
+    // One consumer in single mode drains slower than the load arrives, so a
+    // backlog sits in Redis when it dies.
+    const consumer = await stage.consumer({ CONSUMER_MODE: "single" });
+    const load = stage.load([api], "redis-kill", { ratePerSecond: 2_000 });
+    await delay(2_000);
+    // Spares, SIGTERMed while Redis is down: they must still exit 0.
+    const spareApi = await stage.server();
+    const spareConsumer = await stage.consumer({
+      CONSUMER_MODE: "single",
+      SHUTDOWN_TIMEOUT_MS: "300",
+    });
+    const backlog = await redis.llen(stage.keys.queue);
+    const acceptedBefore = load.count("accepted");
+    const down = stage.fault("Redis down", ["unavailable"]);
+    redisServer.server.kill("SIGKILL");
+    const killedAt = Date.now();
+    await redisServer.server.exited;
+    stage.signal(spareApi.process, "SIGTERM");
+    stage.signal(spareConsumer, "SIGTERM");
+    const [spares] = await Promise.all([
+      Promise.all(
+        [spareApi.process, spareConsumer].map((p) =>
+          Promise.race([p.status, delay(5_000).then(() => undefined)])
+        ),
+      ),
+      delay(1_500),
+    ]);
+    await redisServer.server.start();
+    const restartedAt = Date.now();
+    assert.deepEqual(
+      spares.map((status) => status?.code),
+      [0, 0],
+      `an API and a consumer SIGTERMed while Redis is down exit 0\n${stage.tails()}`,
+    );
+    // Everything acknowledged before the kill was in the OS's page cache: the
+    // AOF reload holds the backlog that was there, less what the consumer took since.
+    const reloaded = await redis.llen(stage.keys.queue);
+    const apiBackMs = await acceptingAgain(load, restartedAt);
+    down();
+    await delay(1_000);
+    const { outcomes, drainMs, report } = await stage.settle(load);
+    const during = outcomes.filter((o) => o.sentAt >= killedAt && o.sentAt < restartedAt);
+    assert.ok(backlog > 0, "inconclusive: nothing was queued when Redis died");
+    assert.ok(
+      during.some((o) => o.status === 503),
+      "inconclusive: no request was answered while Redis was down",
+    );
+    const outage = redisOutage(consumer, stage);
+    await stage.stopAll();
+    stage.summary(
+      `Redis SIGKILL: ${answers(report)} (${acceptedBefore} before the kill, backlog ${backlog} ` +
+        `in Redis at the kill, ${reloaded} queued after the AOF reload), ` +
+        `${during.filter((o) => o.status === 503).length} × 503 while down, API accepting ` +
+        `${seconds(apiBackMs)} after the restart, the same consumer saw the outage end after ` +
+        `${seconds(outage.ms)} and drained the rest in ${seconds(drainMs)}, ${verdict(report)}; ` +
+        `an API and a consumer SIGTERMed while it was down exited 0`,
+    );
+  },
+);
+
+scenario(
+  "Redis frozen for 10 s: prompt 503s with Retry-After, then the same consumers resume",
+  async (stage) => {
+    const { redisServer } = stage.world;
+    const api = await stage.server();
+    const consumers = [await stage.consumer(), await stage.consumer()];
+    const load = stage.load([api], "redis-freeze", { ratePerSecond: 1_000 });
+    await delay(1_500);
+    const frozen = stage.fault("Redis frozen", ["unavailable"]);
+    redisServer.server.freeze();
+    const frozenAt = Date.now();
+    let thawedAt = 0;
+    try {
+      await delay(10_000);
+    } finally {
+      redisServer.server.thaw();
+      thawedAt = Date.now();
+    }
+    const apiBackMs = await acceptingAgain(load, thawedAt);
+    frozen();
+    await delay(1_500);
+    const { outcomes, drainMs, report } = await stage.settle(load);
+    // Requests sent well inside the freeze: none could be queued, each must
+    // be a prompt 503 with Retry-After.
+    const inside = outcomes.filter((o) =>
+      o.sentAt >= frozenAt + 100 && o.sentAt < thawedAt - 1_000
+    );
+    assert.ok(inside.length > 0, "inconclusive: no request was sent during the freeze");
+    const bad = inside.filter((o) => o.status !== 503 || o.retryAfter === null);
+    assert.deepEqual(bad.slice(0, 5), [], `${bad.length} requests during the freeze not a 503`);
+    // Prompt: within a few of the API's Redis timeouts, never the client's patience.
+    const promptMs = 3 * Number(FAST_ENV.REDIS_TIMEOUT_MS);
+    const slowest = Math.max(...outcomes.map((o) => o.ms));
+    assert.ok(slowest < promptMs, `a request took ${slowest} ms: at most ${promptMs} ms`);
+    const fenced = consumers.flatMap((c) => serviceEvents(c.output, "consumer_fenced")).length;
+    await stage.stopAll();
+    stage.summary(
+      `Redis SIGSTOP ${seconds(thawedAt - frozenAt)}: ${answers(report)}, ${inside.length} × 503 ` +
+        `with Retry-After well inside the freeze, slowest answer ${slowest} ms, API accepting ` +
+        `${seconds(apiBackMs)} after SIGCONT, the same 2 consumers drained (fenced and ` +
+        `re-registered ${fenced}×), ${verdict(report)}, drained in ${seconds(drainMs)}`,
+    );
+  },
+);
+
+scenario(
+  "a Redis reply lost after the command ran (fetch or ack sent again) loses nothing",
+  async (stage) => {
+    // A command that times out client-side still runs once Redis resumes
+    // (a stall longer than the consumer's command timeout), and a kill -9
+    // between the AOF write and the reply loses the reply alone. The consumer
+    // then sends the same fetch or ack again. Replayed here at the protocol
+    // level, where the timing is exact.
+    const { redis } = stage.world;
+    const queue = new RedisQueue(redis, stage.keys);
+    const users = envelopes(10, "lost-reply");
+    await queue.enqueue(1_000, ...users.map(encodeEnvelope));
+    const id = uuidv7();
+    await queue.register(id, 60_000);
+    const lost = await queue.fetch(id, 4); // its reply never reached the consumer
+    const retried = await queue.fetch(id, 4);
+    assert.ok(lost && retried);
+    // The consumer stores what the retried fetch returned, then acknowledges it.
+    const handled = new Set(retried.items);
+    const poison = { payload: "x", reason: "test", dead_at: new Date().toISOString() };
+    assert.equal(await queue.ack(id, retried, [poison]), true);
+    assert.equal(await queue.ack(id, retried, [poison]), true, "the ack, sent again");
+    const remaining = [
+      ...(await redis.lrange(stage.keys.queue, 0, -1)),
+      ...(await redis.lrange(stage.keys.processingPrefix + id, 0, -1)),
+    ];
+    const dropped = lost.items.filter((item) => !handled.has(item) && !remaining.includes(item));
+    assert.deepEqual(dropped, [], "items taken by the lost fetch were acknowledged unstored");
+    const dead = await redis.llen(stage.keys.dead);
+    assert.equal(dead, 1, "a replayed ack buries its letters once");
+    await queue.handBack(id);
+    stage.summary(
+      `lost Redis reply: fetch sent twice then acked, ack sent twice: dropped ` +
+        `${dropped.length} of ${lost.items.length} items, dead letters ${dead} (1 expected)`,
+    );
+  },
+);
+
+scenario(
+  "Redis at its maxmemory: the API refuses with 503 and the consumer still drains everything",
+  async (stage) => {
+    const { redis } = stage.world;
+    const backlog = envelopes(20_000, "oom-backlog");
+    for (let i = 0; i < backlog.length; i += 1_000) {
+      await redis.lpush(stage.keys.queue, ...backlog.slice(i, i + 1_000).map(encodeEnvelope));
+    }
+    const api = await stage.server();
+    const before = await stage.load([api], "oom-before", { limit: 10, concurrency: 1 }).finished();
+    // Hardly any room left: Redis soon refuses every write (noeviction) but
+    // the consumer's scripts, which are `allow-oom`.
+    const limit = (await usedMemory(stage)) + 64 * 1024;
+    await redis.config("SET", "maxmemory", String(limit));
+    const full = stage.fault("Redis at its maxmemory", ["unavailable"]);
+    const load = stage.load([api], "oom", { limit: 3_000, concurrency: 8 });
+    const outcomes = await load.finished();
+    const refused = outcomes.filter((o) => o.status === 503);
+    assert.ok(
+      refused.length > 0 && refused.every((o) => o.detail === QUEUE_UNAVAILABLE),
+      `the API refuses with 503 "${QUEUE_UNAVAILABLE}" once Redis is full: ${refusals(outcomes)}`,
+    );
+    // Redis itself says why: its OOM error, to this client too.
+    await assert.rejects(redis.lpush(`${stage.keys.queue}:probe`, "x"), {
+      name: "ReplyError",
+      message: /^OOM /,
+    });
+    const acceptedWhileFull = outcomes.filter((o) => o.kind === "accepted").length;
+    await stage.consumer();
+    const drainMs = await stage.drain();
+    full();
+    // Draining freed the memory: the API accepts again.
+    const after = await stage.load([api], "oom-after", { limit: 20, concurrency: 1 }).finished();
+    await stage.drain();
+    const report = await stage.verify([...before, ...outcomes, ...after], {
+      injected: backlog.map(({ id, name }) => ({ id, name })),
+    });
+    assert.equal(before.filter((o) => o.kind === "accepted").length, 10, "accepting before");
+    assert.equal(after.filter((o) => o.kind === "accepted").length, 20, "accepting again");
+    await stage.stopAll();
+    stage.summary(
+      `Redis at maxmemory (${Math.round(limit / 1024)} KiB, noeviction, OOM to writes) with a ` +
+        `backlog of ${backlog.length}: the API accepted 10 of 10 before, ${acceptedWhileFull} ` +
+        `until full, then ${refused.length} × 503 "${QUEUE_UNAVAILABLE}"; the consumer drained ` +
+        `all ${backlog.length + 10 + acceptedWhileFull} in ${seconds(drainMs)}, then the API ` +
+        `accepted 20 of 20; ${verdict(report)}`,
+    );
+  },
+  { ownRedis: true },
+);
+
+/** Waits until a request sent after `since` is accepted; returns the ms since `since`. */
+async function acceptingAgain(load: LoadGenerator, since: number): Promise<number> {
+  await waitFor(
+    "the API to accept again",
+    () => load.outcomes.some((o) => o.kind === "accepted" && o.sentAt > since),
+    { timeoutMs: 10_000 },
+  );
+  return Date.now() - since;
+}
+
+/**
+ * The Redis outage `consumer` went through: it saw it begin and saw it end,
+ * so it came back by itself.
+ */
+function redisOutage(consumer: TaskProcess, stage: Stage): { ms: number } {
+  const events = serviceEvents(consumer.output).filter((e) => e.dependency === "redis");
+  const started = events.findIndex((e) => e.event === "outage_started");
+  const ended = events.findIndex((e, i) => i > started && e.event === "outage_ended");
+  assert.ok(started >= 0, `inconclusive: the consumer never saw Redis go away\n${stage.tails()}`);
+  assert.ok(ended > started, `the consumer never saw Redis come back\n${stage.tails()}`);
+  return { ms: numberField(events[ended]!, "ms") };
+}
+
+async function usedMemory(stage: Stage): Promise<number> {
+  const info = await stage.world.redis.info("memory");
+  const used = Number(/^used_memory:(\d+)/m.exec(info)?.[1]);
+  assert.ok(used > 0, `no used_memory in INFO memory:\n${info}`);
+  return used;
+}

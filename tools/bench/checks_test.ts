@@ -1,0 +1,102 @@
+import assert from "node:assert/strict";
+import { type Check, checkResults, checksSummary } from "./checks.ts";
+import type { RateRun } from "./end_to_end.ts";
+import type { BenchResults } from "./results.ts";
+import { emptyResults, quickResults } from "./testdata/fixtures.ts";
+
+function failed(checks: readonly Check[]): string[] {
+  return checks.filter((c) => !c.ok).map((c) => `${c.phase}: ${c.rule}`);
+}
+
+/** The captured quick run with its last end-to-end rate changed by `change`. */
+async function withRate(change: (run: RateRun) => RateRun): Promise<BenchResults> {
+  const results = await quickResults();
+  const runs = results.endToEnd!.runs;
+  return {
+    ...results,
+    endToEnd: { ...results.endToEnd!, runs: [...runs.slice(0, -1), change(runs.at(-1)!)] },
+  };
+}
+
+Deno.test("checkResults() holds every check of a captured clean quick run", async () => {
+  const checks = checkResults(await quickResults());
+  assert.deepEqual(failed(checks), []);
+  assert.deepEqual(
+    [...new Set(checks.map((c) => c.phase))],
+    ["Ingest", "End to end", "Growth"],
+  );
+  assert.equal(checksSummary(checks), `all ${checks.length} checks held`);
+});
+
+Deno.test("checkResults() fails a rate whose stored rows differ from its 202s", async () => {
+  const checks = checkResults(await withRate((run) => ({ ...run, stored: run.stored - 1 })));
+  assert.deepEqual(failed(checks), ["End to end: 300 req/s: stored = accepted"]);
+  assert.match(checksSummary(checks), /^1 of \d+ checks FAILED: .*1500 stored, 1501 accepted/);
+});
+
+Deno.test("checkResults() fails an answer that is neither 202 nor 503", async () => {
+  const checks = checkResults(
+    await withRate((run) => ({ ...run, k6: { ...run.k6, failed: 2 } })),
+  );
+  assert.deepEqual(failed(checks), [
+    "End to end: 300 req/s: every answer 202 (sustained: nothing to shed)",
+  ]);
+});
+
+Deno.test("checkResults() expects a 503 only at a rate that was not sustained", async () => {
+  const shed = (sustained: boolean) =>
+    withRate((run) => ({ ...run, sustained, k6: { ...run.k6, rejected: 5 } }));
+  assert.equal(failed(checkResults(await shed(true))).length, 1);
+  assert.deepEqual(failed(checkResults(await shed(false))), []);
+});
+
+Deno.test("checkResults() fails a run in which k6 crossed a threshold", async () => {
+  const checks = checkResults(
+    await withRate((run) => ({ ...run, k6: { ...run.k6, crossed: ["http_req_failed: rate==0"] } })),
+  );
+  assert.equal(failed(checks).length, 1);
+  assert.match(checks.find((c) => !c.ok)!.measured, /thresholds crossed: http_req_failed/);
+});
+
+Deno.test("checkResults() fails ingest on a non-2xx answer or a 202 not kept", async () => {
+  const results = await quickResults();
+  const ingest = results.ingest!;
+  const [queue] = ingest.runs.queue;
+  const broken: BenchResults = {
+    ...results,
+    ingest: {
+      ...ingest,
+      runs: {
+        ...ingest.runs,
+        queue: [{ ...queue!, non2xx: 3, kept: queue!.requests - 100 }],
+      },
+    },
+  };
+  assert.deepEqual(failed(checkResults(broken)), [
+    "Ingest: queue: every answer 2xx (wrk)",
+    "Ingest: queue: every 202 kept (users queued ≥ 2xx counted)",
+  ]);
+});
+
+Deno.test("checkResults() fails an overload that outgrew the bound or lost a 202", async () => {
+  const results = await quickResults();
+  const growth = results.growth!;
+  const overload = (change: Partial<typeof growth.overload>) =>
+    checkResults({
+      ...results,
+      growth: { ...growth, overload: { ...growth.overload, ...change } },
+    });
+  assert.deepEqual(failed(overload({ maxBacklog: growth.overload.maxLength + 1 })), [
+    "Growth: overload: queue length ≤ QUEUE_MAX_LENGTH",
+  ]);
+  assert.deepEqual(failed(overload({ stored: growth.overload.k6.accepted - 1 })), [
+    "Growth: overload: stored = accepted",
+  ]);
+  assert.deepEqual(failed(overload({ stored: growth.overload.k6.accepted })), []);
+});
+
+Deno.test("checkResults() has nothing to check in a run that measured nothing", () => {
+  const checks = checkResults(emptyResults());
+  assert.deepEqual(checks, []);
+  assert.match(checksSummary(checks), /^nothing to check/);
+});
