@@ -62,6 +62,9 @@ function codePointCount(text: string): number {
   return count;
 }
 
+/** The fields of an envelope, and the only ones an item may have. */
+const ENVELOPE_FIELDS: ReadonlySet<string> = new Set(["id", "name", "enqueued_at"]);
+
 /** Serialises an envelope for LPUSH. */
 export function encodeEnvelope(envelope: UserEnvelope): string {
   return JSON.stringify({
@@ -93,6 +96,16 @@ export function decodeEnvelope(raw: string): UserEnvelope {
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw new PoisonMessageError("item is not a JSON object");
+  }
+  const unexpected = Object.keys(value).filter((key) => !ENVELOPE_FIELDS.has(key));
+  if (unexpected.length > 0) {
+    // The API's own rule for a body (only "name"): an item with more than the
+    // envelope was not written by encodeEnvelope, and what else it says would be lost.
+    throw new PoisonMessageError(
+      `item has unexpected field${unexpected.length > 1 ? "s" : ""} ${
+        unexpected.map((key) => JSON.stringify(key)).join(", ")
+      }: only "id", "name" and "enqueued_at" are accepted`,
+    );
   }
   const { id, name, enqueued_at: enqueuedAt } = value as Record<string, unknown>;
   if (typeof id !== "string" || !isUuid(id)) {

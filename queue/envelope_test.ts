@@ -46,6 +46,19 @@ Deno.test("decodeEnvelope() rejects every malformed item as poison", () => {
   }
 });
 
+Deno.test("decodeEnvelope() rejects an item with unknown fields, naming them", () => {
+  const raw = JSON.stringify({ id, name: "x", enqueued_at: 1, admin: true, role: "root" });
+  assert.throws(() => decodeEnvelope(raw), {
+    name: "PoisonMessageError",
+    message: 'item has unexpected fields "admin", "role": only "id", "name" and "enqueued_at" ' +
+      "are accepted",
+  });
+  assert.throws(
+    () => decodeEnvelope(JSON.stringify({ id, name: "x", enqueued_at: 1, __proto__x: 1 })),
+    /unexpected field "__proto__x"/,
+  );
+});
+
 Deno.test("isUuid() accepts only the canonical lowercase form", () => {
   assert.ok(isUuid(id));
   assert.ok(!isUuid(id.toUpperCase()));

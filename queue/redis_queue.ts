@@ -180,13 +180,17 @@ export class RedisQueue {
     return { recovered, buried, consumers };
   }
 
-  /** Returns a stopping consumer's unfinished items to the front of the queue. */
+  /**
+   * Returns a stopping consumer's unfinished items to the front of the queue,
+   * clearing their crash counts (a graceful stop is no crash).
+   */
   handBack(consumerId: string): Promise<number> {
     return this.#redis.queueHandBack(
       this.keys.consumers,
       this.keys.heartbeatPrefix + consumerId,
       this.keys.processingPrefix + consumerId,
       this.keys.queue,
+      this.keys.deliveries,
       consumerId,
     );
   }

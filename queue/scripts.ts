@@ -164,15 +164,23 @@ return {recovered, buried, dead_consumers}
 `;
 
 /**
- * KEYS: consumers, heartbeat, processing, queue. ARGV: consumer id.
+ * KEYS: consumers, heartbeat, processing, queue, deliveries. ARGV: consumer id.
  * Graceful exit: returns whatever the consumer still holds to the consuming
  * end of the main list (so it is next out, in its original order) and
  * unregisters the consumer. Returns how many items went back.
+ *
+ * The items' crash counts are cleared: a graceful stop is not a crash, and an
+ * item recovered from a crashed consumer and then handed back would otherwise
+ * keep its count in the hash for good (it is cleared only when acknowledged
+ * as taken from the retry list, which a handed-back item no longer is).
  */
 const HAND_BACK = `#!lua flags=allow-oom
 local items = redis.call('LRANGE', KEYS[3], 0, -1)
 for i = 1, #items, 1000 do
   redis.call('RPUSH', KEYS[4], unpack(items, i, math.min(i + 999, #items)))
+end
+if #items > 0 and redis.call('HLEN', KEYS[5]) > 0 then
+  for _, item in ipairs(items) do redis.call('HDEL', KEYS[5], redis.sha1hex(item)) end
 end
 redis.call('DEL', KEYS[3], KEYS[2])
 redis.call('SREM', KEYS[1], ARGV[1])
@@ -235,6 +243,7 @@ declare module "ioredis" {
       heartbeat: string,
       processing: string,
       queue: string,
+      deliveries: string,
       consumerId: string,
     ): Result<number, Context>;
   }
@@ -248,5 +257,5 @@ export function defineQueueScripts(redis: Redis): void {
   redis.defineCommand("queueRegister", { numberOfKeys: 2, lua: REGISTER });
   redis.defineCommand("queueHeartbeat", { numberOfKeys: 2, lua: HEARTBEAT });
   redis.defineCommand("queueRecover", { numberOfKeys: 4, lua: RECOVER });
-  redis.defineCommand("queueHandBack", { numberOfKeys: 4, lua: HAND_BACK });
+  redis.defineCommand("queueHandBack", { numberOfKeys: 5, lua: HAND_BACK });
 }

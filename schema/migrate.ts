@@ -1,10 +1,15 @@
 /**
- * Applies `schema/migrations/` to the database named by the PG* variables,
- * then exits: 0 when the schema is current, 1 with the error otherwise. It logs
- * JSON lines (`queue/event_log.ts`): `migrating` per migration applied, then
- * `schema_up_to_date` or `migration_failed`.
- * Compose runs it as a one-shot service before the consumers start, and
- * `./stack` runs the same task, so there is one source of truth for the schema.
+ * The schema's migrations (`schema/migrations/`, applied by postgres-shift)
+ * and {@linkcode migrate}, the one way they are applied: by every consumer as
+ * it starts (so no service depends on start order, and N replicas may race:
+ * the advisory lock makes that safe), and by `deno task migrate`, this
+ * module run as a program.
+ *
+ * As a program it applies them to the database named by the PG* variables,
+ * then exits: 0 when the schema is current, 1 with the error otherwise. It
+ * logs JSON lines (`queue/event_log.ts`): `migrating` per migration applied,
+ * then `schema_up_to_date` or `migration_failed`. `./stack` runs it before
+ * the replicas start, so a broken migration stops the stack at once.
  *
  * Reads env: PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
  *
@@ -21,22 +26,35 @@ import { type PostgresConfig, postgresOptions, postgresVars } from "./postgres_o
 /** Any fixed number: it only has to be the same for every migrating process. */
 const MIGRATION_LOCK_ID = 7_102_024;
 
-const log = new EventLog("migrate");
+/** One migration, as postgres-shift names it. */
+export interface Migration {
+  readonly id: number;
+  readonly name: string;
+}
+
+/** Options of {@linkcode migrate}. */
+export interface MigrateOptions {
+  /** Called before each pending migration is applied. @default does nothing */
+  readonly onMigration?: (migration: Migration) => void;
+}
 
 /**
- * Runs the pending migrations. postgres-shift takes no lock itself, so two
- * processes starting at once (two stacks, a scaled service) are serialised with
- * an advisory lock; a one-connection client keeps the lock and the migration
- * on the same session.
+ * Applies the pending migrations through `sql`, which must be a client of
+ * one connection (`max: 1`) so that the lock and the migration share a
+ * session. postgres-shift takes no lock itself, so processes migrating at
+ * once (consumer replicas starting together, two stacks) are serialised with
+ * an advisory lock: the first applies what is pending, the others then find
+ * nothing left to do. A session that dies releases its lock.
  */
-async function migrate(sql: postgres.Sql): Promise<void> {
+export async function migrate(sql: postgres.Sql, options: MigrateOptions = {}): Promise<void> {
+  const { onMigration = () => {} } = options;
   await sql`select pg_advisory_lock(${MIGRATION_LOCK_ID})`;
   try {
     await shift({
       sql,
       path: fileURLToPath(new URL("./migrations", import.meta.url)),
       before: ({ migration_id: id, name }: { migration_id: number; name: string }) =>
-        log.info("migrating", { id, name, msg: `migrating ${id} ${name}` }),
+        onMigration({ id, name }),
     });
   } finally {
     await sql`select pg_advisory_unlock(${MIGRATION_LOCK_ID})`;
@@ -44,6 +62,7 @@ async function migrate(sql: postgres.Sql): Promise<void> {
 }
 
 if (import.meta.main) {
+  const log = new EventLog("migrate");
   let config: PostgresConfig;
   try {
     config = parseEnv("migrate", postgresVars, Deno.env.toObject());
@@ -63,7 +82,10 @@ if (import.meta.main) {
         await new Promise((resolve) => setTimeout(resolve, 1_000));
       }
     }
-    await migrate(sql);
+    await migrate(sql, {
+      onMigration: ({ id, name }) =>
+        log.info("migrating", { id, name, msg: `migrating ${id} ${name}` }),
+    });
     log.info("schema_up_to_date", { msg: "schema is up to date" });
   } catch (error) {
     log.error("migration_failed", { error, msg: `migration failed: ${errorText(error)}` });

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { connect, type Socket } from "node:net";
 import type { Options } from "postgres";
 import { z } from "zod";
 import { intVar } from "../queue/config.ts";
@@ -37,4 +38,87 @@ export function postgresOptions(config: PostgresConfig): Options<Record<string, 
     // Prepared statements are reused per connection: the hot insert is parsed once.
     prepare: true,
   };
+}
+
+/**
+ * The error codes of a server that cannot be reached (yet): the network's,
+ * postgres.js' own for a connection that broke or never opened, and
+ * PostgreSQL's for a server that is starting, stopping or full.
+ */
+const UNREACHABLE = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ETIMEDOUT",
+  "EPIPE",
+  "CONNECT_TIMEOUT",
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  // SQLSTATE: admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections.
+  "57P01",
+  "57P02",
+  "57P03",
+  "53300",
+]);
+
+/**
+ * Whether `error` says PostgreSQL could not be reached (so waiting may cure
+ * it), as opposed to one it answered (a bad password, a failing statement).
+ * Decided on the error's code, never its message; SQLSTATE class 08
+ * (connection exception) counts as unreachable.
+ */
+export function isUnreachable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (UNREACHABLE.has(code) || /^08[0-9A-Z]{3}$/.test(code));
+}
+
+/**
+ * The sockets of postgres.js clients, so that a process can close them for
+ * good as it exits. postgres.js ends a connection with a graceful half-close
+ * and waits for the server to close its side; a server that does not answer
+ * (frozen, behind a partition) never does, and the open socket then keeps the
+ * process alive after `end()`. Spread {@linkcode PostgresSockets.options}
+ * into the clients' options, end the clients, then {@linkcode destroyAll}.
+ */
+export class PostgresSockets {
+  readonly #host: string;
+  readonly #port: number;
+  readonly #open = new Set<Socket>();
+
+  constructor(config: Pick<PostgresConfig, "PGHOST" | "PGPORT">) {
+    this.#host = config.PGHOST;
+    this.#port = config.PGPORT;
+  }
+
+  /**
+   * postgres.js' `socket` option (its README, "Custom socket"; its types
+   * omit it): each connection a socket to the server, remembered until it
+   * closes. postgres.js writes its startup message at once, which the socket
+   * sends once connected, and handles its errors and close as its own.
+   */
+  readonly options = {
+    socket: (): Socket => {
+      const socket = connect(this.#port, this.#host);
+      this.#open.add(socket);
+      socket.once("close", () => this.#open.delete(socket));
+      return socket;
+    },
+  } as Options<Record<string, never>>;
+
+  /** How many sockets are open now. */
+  get open(): number {
+    return this.#open.size;
+  }
+
+  /** Destroys every socket still open; returns how many there were. */
+  destroyAll(): number {
+    const count = this.#open.size;
+    for (const socket of this.#open) socket.destroy();
+    this.#open.clear();
+    return count;
+  }
 }

@@ -11,8 +11,8 @@
 export interface Clock {
   /** Milliseconds since the Unix epoch. */
   now(): number;
-  /** Resolves after `ms` milliseconds. */
-  sleep(ms: number): Promise<void>;
+  /** Resolves after `ms` milliseconds, or at once when `signal` aborts (and then holds no timer). */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
   /** Calls `tick` every `ms` milliseconds until the returned function is called. */
   every(ms: number, tick: () => void): () => void;
 }
@@ -20,7 +20,17 @@ export interface Clock {
 /** Real time: what the process runs on. */
 export const systemClock: Clock = {
   now: () => Date.now(),
-  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  sleep: (ms, signal) =>
+    new Promise((resolve) => {
+      if (signal?.aborted) return resolve();
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal?.addEventListener("abort", done, { once: true });
+    }),
   every(ms, tick) {
     const timer = setInterval(tick, ms);
     return () => clearInterval(timer);

@@ -12,6 +12,11 @@ import { postgresVars } from "../schema/postgres_options.ts";
 export const consumerVars = {
   ...queueVars,
   ...postgresVars,
+  /**
+   * Port of the consumer's /healthz and /readyz. The API's variable, with the
+   * same default: each container has a network namespace of its own.
+   */
+  PORT: intVar(1, 65_535).default(8000),
   /** `single` stores one row per statement; `batch` up to BATCH_SIZE rows per statement. */
   CONSUMER_MODE: z.enum(["single", "batch"]).default("batch"),
   /** Most rows per statement in batch mode (one unnest statement, so no parameter limit). */
@@ -22,7 +27,10 @@ export const consumerVars = {
   RECOVERY_INTERVAL_MS: intVar(100, 600_000).default(2_000),
   /** An item held by this many crashed consumers goes to the dead letters. */
   MAX_CRASHES: intVar(1, 100).default(3),
-  /** Client-side bound on one insert: a frozen server must not freeze the loop. */
+  /**
+   * Client-side bound on one insert (a frozen server must not freeze the
+   * loop), and on each probe of /readyz.
+   */
   STATEMENT_TIMEOUT_MS: intVar(100, 600_000).default(10_000),
   /** Server-side blocking wait; short so the loop notices shutdown and Redis restarts. */
   BLOCK_TIMEOUT_SECONDS: intVar(1, 60).default(2),

@@ -16,9 +16,13 @@
  * - A heartbeat, refreshed on a timer independent of the work, says this
  *   consumer is alive however slow its inserts; each consumer periodically
  *   recovers the items of consumers whose heartbeat expired.
- * - On stop, the loop takes no new batch, finishes the batch in hand (or, past
- *   the shutdown deadline, hands it back to the front of the queue), and
- *   unregisters.
+ * - On stop, the loop takes no new batch (a wait or a fetch in progress is
+ *   given up at once), finishes the batch in hand (or, at the shutdown
+ *   deadline, gives up even a call in progress and hands the batch back to
+ *   the front of the queue), and unregisters. The hand-back itself is bounded
+ *   too, so a stop ends within the deadline and {@linkcode HAND_BACK_TIMEOUT_MS}
+ *   even while Redis or PostgreSQL is down or frozen: what is not handed back
+ *   stays in the processing list and is recovered once the heartbeat expires.
  * - A batch counts in {@link ConsumerStats} once, when its acknowledgement is
  *   accepted: a fenced consumer's batch is redelivered and counted by whoever
  *   acknowledges it.
@@ -29,6 +33,7 @@
  * @module
  */
 
+import { DeadlineError } from "../queue/deadline.ts";
 import { decodeEnvelope, PoisonMessageError, type UserEnvelope } from "../queue/envelope.ts";
 import type { Batch, DeadLetter } from "../queue/redis_queue.ts";
 import { backoffDelay, Outage, type OutageEvent } from "./backoff.ts";
@@ -115,8 +120,41 @@ export interface ConsumerStats {
   recovered: number;
 }
 
-/** Raised inside the loop when the shutdown deadline passed during a retry. */
-class ShutdownDeadline extends Error {}
+/**
+ * How long the hand-back may take once the loop has ended: a script on a live
+ * Redis takes milliseconds, so 2 s tells a frozen one apart, and a stop stays
+ * within SHUTDOWN_TIMEOUT_MS and a few seconds, inside compose's grace period.
+ */
+export const HAND_BACK_TIMEOUT_MS = 2_000;
+
+/** Raised inside the loop when a call is given up because the consumer is stopping. */
+class Abandoned extends Error {
+  /** True when the shutdown deadline passed with work in hand; false when nothing was in hand. */
+  readonly deadline: boolean;
+
+  constructor(deadline: boolean) {
+    super(deadline ? "the shutdown deadline passed" : "the consumer is stopping");
+    this.deadline = deadline;
+  }
+}
+
+/** `work`, unless `signal` aborts first: then {@linkcode Abandoned}. */
+async function unlessAborted<T>(
+  work: Promise<T>,
+  signal: AbortSignal,
+  deadline: boolean,
+): Promise<T> {
+  let onAbort = () => {};
+  const abandoned = new Promise<never>((_, reject) => {
+    onAbort = () => reject(new Abandoned(deadline));
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([work, abandoned]);
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
+}
 
 /** One consumer: `run()` until `stop()`. */
 export class Consumer {
@@ -126,7 +164,12 @@ export class Consumer {
   readonly #postgres: Outage;
   #id: string;
   #inHand: Batch | undefined;
-  #stopRequested: number | undefined;
+  /** Aborted by {@linkcode stop}: calls made while idle are given up. */
+  readonly #stopped = new AbortController();
+  /** Aborted SHUTDOWN_TIMEOUT_MS after {@linkcode stop}: every call is given up. */
+  readonly #deadline = new AbortController();
+  /** Aborted when the loop has ended, which cancels the deadline's timer. */
+  readonly #ended = new AbortController();
   #running: Promise<void> | undefined;
   #stopTimers: (() => void)[] = [];
 
@@ -151,12 +194,20 @@ export class Consumer {
 
   /** Asks the loop to finish the batch in hand and stop; resolves when it has. */
   stop(): Promise<void> {
-    this.#stopRequested ??= this.#o.clock.now();
+    if (!this.#stopping) {
+      this.#stopped.abort();
+      if (this.#running !== undefined) {
+        const { clock, shutdownTimeoutMs } = this.#o;
+        void clock.sleep(shutdownTimeoutMs, this.#ended.signal).then(() => {
+          if (!this.#ended.signal.aborted) this.#deadline.abort();
+        });
+      }
+    }
     return this.#running ?? Promise.resolve();
   }
 
   get #stopping(): boolean {
-    return this.#stopRequested !== undefined;
+    return this.#stopped.signal.aborted;
   }
 
   async #loop(): Promise<void> {
@@ -181,19 +232,47 @@ export class Consumer {
         this.#inHand = undefined;
       }
     } catch (error) {
-      if (!(error instanceof ShutdownDeadline)) throw error;
-      o.onEvent({ event: "shutdown_deadline", items: this.#inHand?.items.length ?? 0 });
+      if (!(error instanceof Abandoned)) throw error;
+      if (error.deadline) {
+        o.onEvent({ event: "shutdown_deadline", items: this.#inHand?.items.length ?? 0 });
+      }
     } finally {
+      this.#ended.abort();
       for (const stop of this.#stopTimers) stop();
     }
-    // Items still held (a batch abandoned at the deadline) go back to the front
-    // of the queue; if Redis is unreachable now, the heartbeat expires and
-    // another consumer recovers them instead. Nothing is lost either way.
+    // Items still held (a batch abandoned at the deadline, or taken by a fetch
+    // given up at stop) go back to the front of the queue; if Redis is
+    // unreachable now, the heartbeat expires and another consumer recovers them
+    // instead. Nothing is lost either way.
     try {
-      const items = await o.queue.handBack(this.#id);
+      const items = await this.#within(
+        o.queue.handBack(this.#id),
+        HAND_BACK_TIMEOUT_MS,
+        "hand back the items in hand",
+      );
       o.onEvent({ event: "handed_back", consumer_id: this.#id, items });
     } catch (error) {
       o.onEvent({ event: "hand_back_failed", consumer_id: this.#id, error });
+    }
+  }
+
+  /**
+   * `work`, or a {@linkcode DeadlineError} (`Cannot <what>: …`) once `ms`
+   * passed on the loop's clock: `queue/deadline.ts`'s bound, on the clock the
+   * tests step.
+   */
+  async #within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+    const settled = new AbortController();
+    const late = this.#o.clock.sleep(ms, settled.signal).then(() => {
+      if (!settled.signal.aborted) {
+        throw new DeadlineError(`Cannot ${what}: no answer within ${ms} ms`, ms);
+      }
+    });
+    try {
+      // `late` rejects or, once `work` settled, resolves to `work` itself.
+      return await Promise.race([work, late.then(() => work)]);
+    } finally {
+      settled.abort();
     }
   }
 
@@ -222,14 +301,22 @@ export class Consumer {
     }
     let stored = 0;
     if (users.length > 0) {
-      const rejected = await this.#retry(this.#postgres, () => writeUsers(o.store, users));
+      const rejected = await this.#retry(
+        this.#postgres,
+        () => writeUsers(o.store, users),
+        { finishing: true },
+      );
       for (const { index, reason, sqlstate } of rejected) {
         deadLetters.push({ payload: payloads[index]!, reason, sqlstate, dead_at: now });
       }
       stored = users.length - rejected.length;
     }
     o.onStep?.("stored", batch);
-    const acked = await this.#retry(this.#redis, () => o.queue.ack(this.#id, batch, deadLetters));
+    const acked = await this.#retry(
+      this.#redis,
+      () => o.queue.ack(this.#id, batch, deadLetters),
+      { finishing: true },
+    );
     if (!acked) {
       // Our items were recovered while we worked; they will be redelivered and
       // the idempotent insert absorbs the repeat. They are counted (and their
@@ -291,25 +378,28 @@ export class Consumer {
 
   /**
    * Runs `work` until it succeeds. Errors are treated as transient (data
-   * errors never reach here: the writer turns them into rejects). While
-   * stopping, gives up at the shutdown deadline.
+   * errors never reach here: the writer turns them into rejects). Once
+   * stopping, a call made while idle is given up at once, even mid-attempt;
+   * one `finishing` the batch in hand is retried until the shutdown deadline,
+   * then given up too, even mid-attempt.
    */
-  async #retry<T>(outage: Outage, work: () => Promise<T>): Promise<T> {
-    const { clock, retryMaxDelayMs, shutdownTimeoutMs } = this.#o;
+  async #retry<T>(
+    outage: Outage,
+    work: () => Promise<T>,
+    { finishing = false }: { finishing?: boolean } = {},
+  ): Promise<T> {
+    const { clock, retryMaxDelayMs } = this.#o;
+    const giveUp = finishing ? this.#deadline.signal : this.#stopped.signal;
     for (;;) {
+      if (giveUp.aborted) throw new Abandoned(finishing);
       try {
-        const result = await work();
+        const result = await unlessAborted(work(), giveUp, finishing);
         outage.succeeded();
         return result;
       } catch (error) {
+        if (error instanceof Abandoned) throw error;
         outage.failed(error);
-        let delay = backoffDelay(outage.failures - 1, { maxMs: retryMaxDelayMs });
-        if (this.#stopRequested !== undefined) {
-          const left = this.#stopRequested + shutdownTimeoutMs - clock.now();
-          if (left <= 0) throw new ShutdownDeadline();
-          delay = Math.min(delay, left);
-        }
-        await clock.sleep(delay);
+        await clock.sleep(backoffDelay(outage.failures - 1, { maxMs: retryMaxDelayMs }), giveUp);
       }
     }
   }

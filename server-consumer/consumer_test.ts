@@ -1,8 +1,14 @@
 import assert from "node:assert/strict";
+import { DeadlineError } from "../queue/deadline.ts";
 import { encodeEnvelope } from "../queue/envelope.ts";
 import type { Batch, DeadLetter } from "../queue/redis_queue.ts";
 import type { Clock } from "./clock.ts";
-import { Consumer, type ConsumerEvent, type ConsumerQueue } from "./consumer.ts";
+import {
+  Consumer,
+  type ConsumerEvent,
+  type ConsumerQueue,
+  HAND_BACK_TIMEOUT_MS,
+} from "./consumer.ts";
 import type { UserStore } from "./user_writer.ts";
 
 interface FakeTimer {
@@ -23,8 +29,16 @@ class FakeClock implements Clock {
     return this.#now;
   }
 
-  sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => this.#timers.push({ at: this.#now + ms, fire: resolve }));
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      if (signal?.aborted) return resolve();
+      const timer = { at: this.#now + ms, fire: resolve };
+      this.#timers.push(timer);
+      signal?.addEventListener("abort", () => {
+        this.#timers = this.#timers.filter((t) => t !== timer);
+        resolve();
+      }, { once: true });
+    });
   }
 
   every(ms: number, tick: () => void): () => void {
@@ -82,6 +96,8 @@ class MemoryQueue implements ConsumerQueue {
   readonly registered: string[] = [];
   /** Errors the next fetches throw, one per call. */
   readonly fetchFailures: Error[] = [];
+  /** Like a frozen Redis: acknowledgements and hand-backs never answer. */
+  frozen = false;
 
   push(...payloads: string[]): void {
     this.items.push(...payloads);
@@ -116,6 +132,7 @@ class MemoryQueue implements ConsumerQueue {
   }
 
   ack(consumerId: string, _batch: Batch, deadLetters: readonly DeadLetter[]): Promise<boolean> {
+    if (this.frozen) return new Promise(() => {});
     if (!this.members.has(consumerId)) return Promise.resolve(false);
     this.held.delete(consumerId);
     this.dead.push(...deadLetters);
@@ -127,6 +144,7 @@ class MemoryQueue implements ConsumerQueue {
   }
 
   handBack(consumerId: string): Promise<number> {
+    if (this.frozen) return new Promise(() => {});
     const items = this.held.get(consumerId)?.items ?? [];
     this.held.delete(consumerId);
     this.members.delete(consumerId);
@@ -149,6 +167,8 @@ class MemoryStore implements UserStore {
   /** Errors the next inserts throw, one per call (`Infinity` of them with `failForever`). */
   readonly failures: Error[] = [];
   failForever: Error | undefined;
+  /** Like a frozen PostgreSQL: inserts never answer. */
+  frozen = false;
   /** Runs before each insert (to fence the consumer mid-batch, say). */
   beforeInsert: () => void = () => {};
   statements = 0;
@@ -156,6 +176,7 @@ class MemoryStore implements UserStore {
   insert(users: readonly { id: string; name: string }[]): Promise<Set<string>> {
     this.statements++;
     this.beforeInsert();
+    if (this.frozen) return new Promise(() => {});
     const failure = this.failForever ?? this.failures.shift();
     if (failure !== undefined) return Promise.reject(failure);
     if (users.some((u) => u.name.includes("bad"))) {
@@ -193,15 +214,22 @@ function outages(events: readonly ConsumerEvent[]): [string, string][] {
 }
 
 /** A consumer over the fakes, its events, and its first id `c1` (then `c2`, …). */
-function setUp(options: { shutdownTimeoutMs?: number } = {}) {
+function setUp(
+  options: { shutdownTimeoutMs?: number; waitForItems?: (seconds: number) => Promise<unknown> } =
+    {},
+) {
   const clock = new FakeClock();
   const queue = new MemoryQueue();
   const store = new MemoryStore();
   const events: ConsumerEvent[] = [];
   let ids = 0;
+  // A wait the loop gave up at stop still ends by itself on a real connection;
+  // here it ends when the test stops the consumer, so no fake timer is left over.
+  const stopping = new AbortController();
   const consumer = new Consumer({
     queue,
-    waitForItems: (seconds) => clock.sleep(seconds * 1_000),
+    waitForItems: options.waitForItems ??
+      ((seconds) => clock.sleep(seconds * 1_000, stopping.signal)),
     store,
     batchSize: 10,
     heartbeatTtlMs: 5_000,
@@ -219,6 +247,7 @@ function setUp(options: { shutdownTimeoutMs?: number } = {}) {
   /** Stops the consumer and waits for its loop to end, stepping time as needed. */
   const stop = async () => {
     let ended = false;
+    stopping.abort();
     const stopped = consumer.stop().then(() => void (ended = true));
     await until(clock, () => ended, "the loop end");
     await stopped;
@@ -355,4 +384,79 @@ Deno.test("Consumer hands its batch back when stopping outlasts the shutdown dea
   assert.equal(queue.members.size, 0);
   assert.deepEqual(consumer.stats, { stored: 0, deadLettered: 0, batches: 0, recovered: 0 });
   assert.equal(clock.pending, 0);
+});
+
+Deno.test("Consumer stops at once while waiting for items, giving the wait up", async () => {
+  const { clock, named, consumer, stop } = setUp({ waitForItems: () => new Promise(() => {}) });
+  void consumer.run();
+  await until(clock, () => named("consumer_started").length === 1, "consumer_started");
+  const stoppedAt = clock.now();
+  await stop();
+  assert.equal(clock.now(), stoppedAt, "no time passed");
+  assert.deepEqual(named("handed_back"), [{ event: "handed_back", consumer_id: "c1", items: 0 }]);
+  assert.equal(clock.pending, 0);
+});
+
+Deno.test("Consumer stops at once during a Redis outage when it holds nothing", async () => {
+  const { clock, queue, named, consumer, stop } = setUp();
+  const closed = new Error("Connection is closed.");
+  queue.fetchFailures.push(...Array.from({ length: 1_000 }, () => closed));
+  void consumer.run();
+  await until(clock, () => named("outage_started").length === 1, "the outage");
+  const stoppedAt = clock.now();
+  await stop();
+  assert.equal(clock.now(), stoppedAt, "no backoff pause was waited out");
+  assert.deepEqual(named("shutdown_deadline"), []);
+  assert.equal(named("handed_back").length, 1);
+  assert.equal(clock.pending, 0);
+});
+
+Deno.test("Consumer gives up an insert still waiting at the shutdown deadline and hands the batch back", async () => {
+  const { clock, queue, store, events, consumer, stop } = setUp({ shutdownTimeoutMs: 1_000 });
+  store.frozen = true;
+  queue.push(user(1), user(2));
+  void consumer.run();
+  await until(clock, () => store.statements === 1, "the insert under way");
+  const stoppedAt = clock.now();
+  await stop();
+  assert.equal(clock.now() - stoppedAt, 1_000, "stopped at the deadline, not after the insert");
+  assert.deepEqual(events.slice(-2), [
+    { event: "shutdown_deadline", items: 2 },
+    { event: "handed_back", consumer_id: "c1", items: 2 },
+  ]);
+  assert.deepEqual(queue.items, [user(1), user(2)]);
+  assert.equal(clock.pending, 0);
+});
+
+Deno.test("Consumer bounds the hand-back by HAND_BACK_TIMEOUT_MS when Redis is frozen", async () => {
+  const { clock, queue, store, named, consumer, stop } = setUp({ shutdownTimeoutMs: 1_000 });
+  queue.push(user(1));
+  // Stored, then Redis freezes before the acknowledgement.
+  store.beforeInsert = () => void (queue.frozen = true);
+  void consumer.run();
+  await until(clock, () => store.rows.size === 1, "the row stored");
+  const stoppedAt = clock.now();
+  await stop();
+  assert.equal(clock.now() - stoppedAt, 1_000 + HAND_BACK_TIMEOUT_MS);
+  assert.deepEqual(named("shutdown_deadline"), [{ event: "shutdown_deadline", items: 1 }]);
+  const [failed] = named("hand_back_failed");
+  assert.ok(failed?.error instanceof DeadlineError, String(failed?.error));
+  // Still in its processing list: recovered once the heartbeat expires.
+  assert.deepEqual(queue.held.get("c1")?.items, [user(1)]);
+  assert.equal(clock.pending, 0);
+});
+
+Deno.test("Consumer dead-letters an item with a field the envelope does not have", async () => {
+  const { clock, queue, store, named, consumer, stop } = setUp();
+  const extra = JSON.stringify({ ...JSON.parse(user(2)), admin: true });
+  queue.push(user(1), extra);
+  void consumer.run();
+  await until(clock, () => consumer.stats.batches === 1, "the batch acknowledged");
+  assert.deepEqual(named("dead_lettered"), [{
+    event: "dead_lettered",
+    reason: 'item has unexpected field "admin": only "id", "name" and "enqueued_at" are accepted',
+  }]);
+  assert.deepEqual(queue.dead.map((d) => d.payload), [extra]);
+  assert.equal(store.rows.size, 1);
+  await stop();
 });

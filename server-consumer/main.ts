@@ -1,22 +1,32 @@
 /**
- * The consumer process: parses its configuration, opens two Redis connections
- * (one for short commands, one of its own for the blocking wait) and a
- * PostgreSQL pool, runs the consumer loop, and on SIGTERM/SIGINT finishes or
- * hands back the batch in hand, closes its clients and exits 0.
+ * The consumer process: parses its configuration, serves `/healthz` and
+ * `/readyz` on PORT (`health_server.ts`), brings the schema up to date
+ * (`startup_migration.ts`, waiting for PostgreSQL if need be), opens two Redis
+ * connections (one for short commands, one of its own for the blocking wait)
+ * and a PostgreSQL pool, and runs the consumer loop. On SIGTERM/SIGINT it is
+ * not ready at once, finishes or hands back the batch in hand, closes its
+ * clients and exits 0: within SHUTDOWN_TIMEOUT_MS and a few seconds (the
+ * hand-back's and the closes' own bounds), inside compose's 30 s grace
+ * period, even while Redis or PostgreSQL is down or frozen.
  *
- * It logs JSON lines (`queue/event_log.ts`): the loop's events
- * (`consumer_started`, which is its readiness, `consumer_fenced`,
- * `outage_started`, `outage_ended`, `recovered`, `dead_lettered`,
- * `shutdown_deadline`, `handed_back`, `hand_back_failed`), then `stopping` on a
- * signal and `stopped` with the totals as its last line; `config_invalid`
- * before exiting 1 on a bad variable; `unexpected_error` if the loop fails;
- * `leaked_handle` (exit 1) if anything still keeps the process alive after
- * everything was closed.
+ * `/readyz` answers 200 once the schema is migrated and the consumer has
+ * registered (`consumer_started`), while Redis answers PING and PostgreSQL
+ * `select 1` within STATEMENT_TIMEOUT_MS, and until it starts stopping.
  *
- * Reads env: CONSUMER_MODE, BATCH_SIZE, HEARTBEAT_TTL_MS, RECOVERY_INTERVAL_MS,
- * MAX_CRASHES, STATEMENT_TIMEOUT_MS, BLOCK_TIMEOUT_SECONDS, RETRY_MAX_DELAY_MS,
- * SHUTDOWN_TIMEOUT_MS, FAULT_CRASH_AT, FAULT_CRASH_ON_NAME, REDIS_URL,
- * QUEUE_NAME, QUEUE_MAX_LENGTH, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
+ * It logs JSON lines (`queue/event_log.ts`): `listening`, `migrating` per
+ * migration applied, the loop's events (`consumer_started`,
+ * `consumer_fenced`, `outage_started`, `outage_ended`, `recovered`,
+ * `dead_lettered`, `shutdown_deadline`, `handed_back`, `hand_back_failed`),
+ * then `stopping` on a signal and `stopped` with the totals as its last line;
+ * `config_invalid`, `listen_failed` or `migration_failed` before exiting 1;
+ * `unexpected_error` if the loop fails; `leaked_handle` (exit 1) if anything
+ * still keeps the process alive after everything was closed.
+ *
+ * Reads env: PORT, CONSUMER_MODE, BATCH_SIZE, HEARTBEAT_TTL_MS,
+ * RECOVERY_INTERVAL_MS, MAX_CRASHES, STATEMENT_TIMEOUT_MS,
+ * BLOCK_TIMEOUT_SECONDS, RETRY_MAX_DELAY_MS, SHUTDOWN_TIMEOUT_MS,
+ * FAULT_CRASH_AT, FAULT_CRASH_ON_NAME, REDIS_URL, QUEUE_NAME,
+ * QUEUE_MAX_LENGTH, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
  *
  * @module
  */
@@ -25,21 +35,34 @@ import { Redis } from "ioredis";
 import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { waitForItems } from "../queue/blocking_wait.ts";
+import { withDeadline } from "../queue/deadline.ts";
 import { errorText, EventLog } from "../queue/event_log.ts";
 import { queueKeys } from "../queue/keys.ts";
+import { Readiness } from "../queue/readiness.ts";
 import { consumerBlockingOptions, consumerCommandOptions } from "../queue/redis_options.ts";
 import { type Batch, RedisQueue } from "../queue/redis_queue.ts";
-import { postgresOptions } from "../schema/postgres_options.ts";
+import { migrate } from "../schema/migrate.ts";
+import { postgresOptions, PostgresSockets } from "../schema/postgres_options.ts";
 import { batchSizeOf, type ConsumerConfig, loadConsumerConfig } from "./config.ts";
 import { Consumer, type Step } from "./consumer.ts";
 import { logConsumerEvent } from "./consumer_log.ts";
+import { serveHealth } from "./health_server.ts";
 import { PostgresStore } from "./postgres_store.ts";
+import { migrateOnStart } from "./startup_migration.ts";
 
 /**
  * How long the process may take to exit once everything is closed: 3 s is
  * ample for sockets to finish closing, yet well within compose's grace period.
  */
 const LEAK_GRACE_MS = 3_000;
+
+/**
+ * How long closing the clients may take once the loop has ended (nothing is
+ * in flight then): a live server answers in milliseconds; a frozen one is
+ * abandoned after this, so a stop ends within SHUTDOWN_TIMEOUT_MS +
+ * HAND_BACK_TIMEOUT_MS + 1 s, well inside compose's 30 s.
+ */
+const CLOSE_TIMEOUT_MS = 1_000;
 
 const log = new EventLog("server-consumer");
 
@@ -69,11 +92,15 @@ globalThis.addEventListener("unhandledrejection", (event) => {
   }
 });
 
+// Every PostgreSQL socket of the process, destroyed at exit: one to a frozen
+// server would otherwise stay open after end() and keep the process alive.
+const pgSockets = new PostgresSockets(config);
 const keys = queueKeys(config.QUEUE_NAME);
 const store = new PostgresStore(
   () =>
     postgres({
       ...postgresOptions(config),
+      ...pgSockets.options,
       max: 2,
       onnotice: () => {},
       // A server-side bound as well, for statements that run but never finish.
@@ -87,6 +114,26 @@ const store = new PostgresStore(
     }),
   config.STATEMENT_TIMEOUT_MS,
 );
+
+// Not ready until migrated and registered; then while both answer, until stopping.
+const readiness = new Readiness(
+  { redis: () => commands.ping(), postgres: () => store.ping() },
+  { timeoutMs: config.STATEMENT_TIMEOUT_MS, starting: "migrating the schema" },
+);
+let health: Deno.HttpServer;
+try {
+  health = serveHealth(readiness, {
+    port: config.PORT,
+    onListen: (port) => log.info("listening", { port, msg: `/healthz and /readyz on :${port}` }),
+  });
+} catch (error) {
+  log.error("listen_failed", {
+    port: config.PORT,
+    error,
+    msg: `Cannot serve /healthz and /readyz on port ${config.PORT}: ${errorText(error)}`,
+  });
+  Deno.exit(1);
+}
 
 /** The test suite's crash points (see FAULT_CRASH_AT); none in normal operation. */
 function faultInjection(
@@ -113,49 +160,99 @@ const consumer = new Consumer({
   retryMaxDelayMs: config.RETRY_MAX_DELAY_MS,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
   newId: uuidv7,
-  onEvent: (event) => logConsumerEvent(log, event),
+  onEvent: (event) => {
+    logConsumerEvent(log, event);
+    if (event.event === "consumer_started") readiness.started();
+  },
   onStep: faultInjection(config),
 });
 
-const stopRequested = Promise.withResolvers<Deno.Signal>();
-let stopSignal: Deno.Signal | undefined;
+const stopRequested = new AbortController();
 for (const signal of ["SIGTERM", "SIGINT"] as const) {
   Deno.addSignalListener(signal, () => {
-    if (stopSignal !== undefined) return;
-    stopSignal = signal;
-    log.info("stopping", { signal, msg: `${signal}: finishing the batch in hand` });
-    stopRequested.resolve(signal);
+    if (stopRequested.signal.aborted) return;
+    readiness.drain();
+    log.info("stopping", { signal, msg: `${signal}: not ready; finishing the batch in hand` });
+    stopRequested.abort();
     void consumer.stop();
   });
 }
 
-// Without an offline queue, commands sent before the first connection would
-// fail; start the loop once both connections are up (or stop if asked to first).
-await Promise.race([
-  Promise.all(
+/** Resolves true once `work` has, false when a stop came first. */
+function unlessStopped(work: Promise<unknown>): Promise<boolean> {
+  const stopped = new Promise<false>((resolve) => {
+    if (stopRequested.signal.aborted) resolve(false);
+    stopRequested.signal.addEventListener("abort", () => resolve(false), { once: true });
+  });
+  return Promise.race([work.then(() => true), stopped]);
+}
+
+let failure: unknown;
+let migrationFailure: unknown;
+try {
+  // One connection, so that the migration's advisory lock and its statements
+  // share a session; ended at once (in flight or not) on a stop.
+  const migrationSql = postgres({
+    ...postgresOptions(config),
+    ...pgSockets.options,
+    max: 1,
+    onnotice: () => {},
+    // migrateOnStart retries with backoff; postgres.js' own would only delay it.
+    backoff: () => 0,
+  });
+  let migrated = false;
+  try {
+    migrated = await migrateOnStart({
+      migrate: () =>
+        migrate(migrationSql, {
+          onMigration: ({ id, name }) =>
+            log.info("migrating", { id, name, msg: `migrating ${id} ${name}` }),
+        }),
+      retryMaxDelayMs: config.RETRY_MAX_DELAY_MS,
+      onEvent: (event) => logConsumerEvent(log, event),
+      signal: stopRequested.signal,
+    });
+  } catch (error) {
+    migrationFailure = error;
+  } finally {
+    await migrationSql.end({ timeout: migrated ? 5 : 0 });
+  }
+  readiness.starting("connecting to Redis");
+  // Without an offline queue, commands sent before the first connection would
+  // fail; start the loop once both connections are up (or stop if asked to first).
+  const connected = migrated && await unlessStopped(Promise.all(
     [commands, blocking].map((client) =>
       client.status === "ready"
         ? undefined
         : new Promise((resolve) => client.once("ready", resolve))
     ),
-  ),
-  stopRequested.promise,
-]);
-
-let failure: unknown;
-try {
-  if (stopSignal === undefined) await consumer.run();
+  ));
+  readiness.starting("registering");
+  if (connected) await consumer.run();
 } catch (error) {
   failure = error;
 } finally {
   // The blocking connection holds nothing to flush; quit() on it would wait
-  // for a frozen Redis forever. A failed quit() leaves ioredis reconnecting,
-  // which would keep the process alive: disconnect both for good.
+  // for a frozen Redis forever. A failed or late quit() leaves ioredis
+  // reconnecting, which would keep the process alive: disconnect both for good.
   blocking.disconnect();
-  await Promise.allSettled([store.close(), commands.quit()]);
+  await Promise.allSettled([
+    store.close(CLOSE_TIMEOUT_MS / 1_000),
+    withDeadline(commands.quit(), CLOSE_TIMEOUT_MS, "say goodbye to Redis"),
+  ]);
   commands.disconnect();
+  pgSockets.destroyAll();
+  // Last, so /healthz says alive for as long as the process works.
+  await health.shutdown();
 }
 
+if (migrationFailure !== undefined) {
+  log.error("migration_failed", {
+    error: migrationFailure,
+    msg: `Cannot start as the schema could not be migrated: ${errorText(migrationFailure)}`,
+  });
+  Deno.exitCode = 1;
+}
 if (failure !== undefined) {
   log.error("unexpected_error", {
     error: failure,

@@ -42,6 +42,11 @@ export class PostgresStore implements UserStore {
     return this.#withDeadline((sql) => storedNames(sql, ids));
   }
 
+  /** `select 1` under the same deadline: whether PostgreSQL answers now (readiness). */
+  async ping(): Promise<void> {
+    await this.#withDeadline((sql) => sql`select 1`.then(() => {}));
+  }
+
   /**
    * Ends every client this store made, letting queries in flight finish for up
    * to `seconds` before their connections are destroyed. A second call returns

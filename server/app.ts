@@ -1,7 +1,8 @@
 /**
  * The HTTP API: `POST /users` validates a user at the edge, hands it to
  * `accept` (which queues it, or inserts it in direct mode) and answers 202
- * with the id it minted; `GET /users/:id` tells whether the user is stored yet.
+ * with the id it minted; `GET /users/:id` tells whether the user is stored yet;
+ * `GET /healthz` and `GET /readyz` answer the orchestrator (`queue/readiness.ts`).
  *
  * Every answer other than 2xx is JSON `{"error": "…"}` saying what is wrong;
  * nothing is accepted unless `accept` resolved, so a 202 always means the user
@@ -17,6 +18,8 @@ import type { ContentfulStatusCode } from "@hono/hono/utils/http-status";
 import { v7 as uuidv7 } from "uuid";
 import { z } from "zod";
 import { isUuid, nameProblem, type UserEnvelope } from "../queue/envelope.ts";
+import { withDeadline } from "../queue/deadline.ts";
+import { aliveResponse, Readiness } from "../queue/readiness.ts";
 import { QueueFullError } from "../queue/redis_queue.ts";
 import type { StoredUser } from "../schema/users_table.ts";
 
@@ -26,6 +29,17 @@ export interface AppOptions {
   accept(user: UserEnvelope): Promise<void>;
   /** Looks a user up in the table. */
   findUser(id: string): Promise<StoredUser | undefined>;
+  /**
+   * Longest wait for `accept` before answering 503 "queue is unavailable".
+   * A bound of the app's own, whatever the client library does with its
+   * timeouts (ioredis' auto-pipelining can hold a command past its
+   * `commandTimeout`): the answer never waits longer. `accept` must make its
+   * own late effect void (the queue's enqueue deadline does).
+   * @default Infinity
+   */
+  acceptTimeoutMs?: number;
+  /** Answers `GET /readyz`. @default ready whenever the app answers */
+  readiness?: Readiness;
   /** Largest accepted body in bytes. @default 16384 */
   bodyLimitBytes?: number;
   /** Seconds a client should wait after a 503. @default 1 */
@@ -53,6 +67,8 @@ export function createApp(options: AppOptions): Hono {
   const {
     accept,
     findUser,
+    acceptTimeoutMs = Infinity,
+    readiness = new Readiness({}, { timeoutMs: 0 }),
     bodyLimitBytes = 16_384,
     retryAfterSeconds = 1,
     onUnavailable = () => {},
@@ -61,7 +77,8 @@ export function createApp(options: AppOptions): Hono {
   } = options;
   const app = new Hono();
 
-  app.get("/health", (c) => c.json({ status: "ok" }));
+  app.get("/healthz", () => aliveResponse());
+  app.get("/readyz", () => readiness.response());
 
   app.post(
     "/users",
@@ -78,7 +95,11 @@ export function createApp(options: AppOptions): Hono {
       const name = parseUser(decodeBody(await c.req.arrayBuffer()));
       const id = newId();
       try {
-        await accept({ id, name, enqueued_at: Date.now() });
+        await withDeadline(
+          accept({ id, name, enqueued_at: Date.now() }),
+          acceptTimeoutMs,
+          "accept the user as the queue is too slow",
+        );
       } catch (error) {
         c.header("Retry-After", String(retryAfterSeconds));
         if (error instanceof QueueFullError) {

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { isUuid, type UserEnvelope } from "../queue/envelope.ts";
+import { DeadlineError } from "../queue/deadline.ts";
+import { Readiness } from "../queue/readiness.ts";
 import { QueueFullError } from "../queue/redis_queue.ts";
 import { createApp } from "./app.ts";
 
@@ -132,6 +134,52 @@ Deno.test("createApp() answers 503 with Retry-After when Redis fails", async () 
   assert.equal(res.headers.get("Retry-After"), "1");
   assert.match((await res.json()).error, /unavailable/);
   assert.equal(failures.length, 1);
+});
+
+Deno.test("createApp() answers 503 within acceptTimeoutMs when the queue never answers", async () => {
+  const failures: unknown[] = [];
+  const app = createApp({
+    accept: () => new Promise(() => {}),
+    findUser: () => Promise.resolve(undefined),
+    acceptTimeoutMs: 30,
+    onUnavailable: (error) => failures.push(error),
+  });
+  const started = Date.now();
+  const res = await app.request("/users", post('{"name":"Ada"}'));
+  assert.ok(Date.now() - started < 1_000, `answered after ${Date.now() - started} ms`);
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("Retry-After"), "1");
+  assert.match((await res.json()).error, /unavailable/);
+  assert.ok(failures[0] instanceof DeadlineError);
+});
+
+Deno.test("createApp() answers /healthz 200 and /readyz as its readiness says", async () => {
+  let redisUp = true;
+  const readiness = new Readiness({
+    redis: () => redisUp ? Promise.resolve() : Promise.reject(new Error("Connection is closed.")),
+  }, { timeoutMs: 100 });
+  const app = createApp({
+    accept: () => Promise.resolve(),
+    findUser: () => Promise.resolve(undefined),
+    readiness,
+  });
+  assert.deepEqual(await (await app.request("/healthz")).json(), { status: "alive" });
+  const ready = await app.request("/readyz");
+  assert.equal(ready.status, 200);
+  assert.deepEqual(await ready.json(), { status: "ready" });
+  redisUp = false;
+  const down = await app.request("/readyz");
+  assert.equal(down.status, 503);
+  assert.equal(down.headers.get("Retry-After"), "1");
+  assert.deepEqual(await down.json(), {
+    status: "not ready",
+    reason: "redis: Connection is closed.",
+  });
+  redisUp = true;
+  readiness.drain();
+  assert.equal((await app.request("/readyz")).status, 503);
+  assert.equal((await app.request("/healthz")).status, 200, "alive while draining");
+  assert.equal((await app.request("/health")).status, 404, "the old path is gone");
 });
 
 Deno.test("createApp() mints a distinct UUIDv7 per request by default", async () => {

@@ -24,6 +24,14 @@ export const serverVars = {
   BODY_LIMIT_BYTES: intVar(64, 1_048_576).default(16_384),
   /** How long the API waits for Redis before answering 503 (it never hangs). */
   REDIS_TIMEOUT_MS: intVar(50, 60_000).default(1_000),
+  /**
+   * After SIGTERM, how long the API keeps serving while /readyz already
+   * answers 503, before it closes its listener. Traefik checks /readyz every
+   * second and keeps sending requests until it sees the 503; a listener
+   * closed before that turns them into 502s. 2 s covers one check interval,
+   * its 1 s timeout, and a margin, within compose's 30 s stop_grace_period.
+   */
+  SHUTDOWN_DRAIN_MS: intVar(0, 20_000).default(3_000),
 };
 
 /** The API's parsed configuration. */

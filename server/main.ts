@@ -1,26 +1,38 @@
 /**
  * The API process: parses its configuration, connects to Redis (and to
- * PostgreSQL for `GET /users/:id` and the direct mode), serves the app, and on
- * SIGTERM/SIGINT stops accepting connections, lets in-flight requests finish,
- * then closes its clients and exits 0. It logs JSON lines
- * (`queue/event_log.ts`): `listening`, `redis_unavailable` and `redis_ready`,
- * `unexpected_error`, `stopping`, `stopped`, and `config_invalid` before
- * exiting 1 on a bad variable.
+ * PostgreSQL for `GET /users/:id` and the direct mode), serves the app, and
+ * on SIGTERM/SIGINT shuts down in two phases: first it drains (`/readyz`
+ * answers 503 while everything else is served as before, for
+ * SHUTDOWN_DRAIN_MS, so that Traefik's health check takes the replica out of
+ * the rotation before its listener closes: otherwise clients get 502s), then
+ * it answers any new request 503 "shutting down" with Retry-After, lets
+ * in-flight requests finish, closes its clients, closes its listener last and
+ * exits 0.
+ *
+ * `/readyz` is 200 while Redis answers a PING within REDIS_TIMEOUT_MS (in
+ * `API_MODE=direct`, while PostgreSQL answers `select 1`: what accepting
+ * needs). It logs JSON lines (`queue/event_log.ts`): `listening`,
+ * `redis_unavailable` and `redis_ready`, `unexpected_error`, `stopping` (the
+ * drain begins), `stopped`, and `config_invalid` before exiting 1 on a bad
+ * variable.
  *
  * Reads env: PORT, API_MODE, BODY_LIMIT_BYTES, REDIS_URL, REDIS_TIMEOUT_MS,
- * QUEUE_NAME, QUEUE_MAX_LENGTH, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
+ * SHUTDOWN_DRAIN_MS, QUEUE_NAME, QUEUE_MAX_LENGTH, PGHOST, PGPORT, PGUSER,
+ * PGPASSWORD, PGDATABASE.
  *
  * @module
  */
 
 import { Redis } from "ioredis";
 import postgres from "postgres";
+import { withDeadline } from "../queue/deadline.ts";
 import { encodeEnvelope } from "../queue/envelope.ts";
 import { errorText, EventLog } from "../queue/event_log.ts";
 import { queueKeys } from "../queue/keys.ts";
+import { Readiness } from "../queue/readiness.ts";
 import { apiRedisOptions } from "../queue/redis_options.ts";
 import { RedisQueue } from "../queue/redis_queue.ts";
-import { postgresOptions } from "../schema/postgres_options.ts";
+import { postgresOptions, PostgresSockets } from "../schema/postgres_options.ts";
 import { findUser, insertUsers } from "../schema/users_table.ts";
 import { createApp } from "./app.ts";
 import { loadServerConfig, type ServerConfig } from "./config.ts";
@@ -52,8 +64,11 @@ redis.on("ready", () => {
   redisDown = false;
 });
 
+// Destroyed at exit: a socket to a frozen server stays open after end().
+const pgSockets = new PostgresSockets(config);
 const sql = postgres({
   ...postgresOptions(config),
+  ...pgSockets.options,
   max: config.API_MODE === "direct" ? 8 : 2,
   onnotice: () => {},
 });
@@ -63,10 +78,20 @@ const queue = new RedisQueue(redis, queueKeys(config.QUEUE_NAME), {
   enqueueWithinMs: Math.floor(config.REDIS_TIMEOUT_MS / 2),
 });
 
+const queueMode = config.API_MODE === "queue";
+// What accepting a user needs, probed on each GET /readyz.
+const readiness = new Readiness(
+  queueMode ? { redis: () => redis.ping() } : { postgres: () => sql`select 1` },
+  { timeoutMs: config.REDIS_TIMEOUT_MS },
+);
+
 const app = createApp({
-  accept: config.API_MODE === "queue"
+  accept: queueMode
     ? async (user) => void await queue.enqueue(config.QUEUE_MAX_LENGTH, encodeEnvelope(user))
     : async (user) => void await insertUsers(sql, [user]),
+  // The direct mode is the course's baseline, measured as it is: no bound of ours.
+  acceptTimeoutMs: queueMode ? config.REDIS_TIMEOUT_MS : Infinity,
+  readiness,
   findUser: (id) => findUser(sql, id),
   bodyLimitBytes: config.BODY_LIMIT_BYTES,
   onUnexpectedError: (error) =>
@@ -77,6 +102,30 @@ const app = createApp({
     }),
 });
 
+// Once the drain is over, a request that still arrives gets a precise 503 rather than a refused
+// connection: Traefik trusts a replica again each time it rebuilds its configuration (another
+// replica stopped, say) until its next health check, and would turn a refused connection into a
+// 502. So the listener stays open, refusing, until nothing is in flight and the clients are closed.
+const SHUTTING_DOWN = { error: "server is shutting down, retry later" };
+/** The longest wait for in-flight requests after the drain: a POST is bounded by its deadline. */
+const IN_FLIGHT_GRACE_MS = 10_000;
+/** How long the listener stays open refusing once all is closed: one Traefik health interval. */
+const REFUSING_LINGER_MS = 1_000;
+let refusing = false;
+let inFlight = 0;
+let idle: (() => void) | undefined;
+async function serve(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
+  if (refusing) {
+    return Response.json(SHUTTING_DOWN, { status: 503, headers: { "Retry-After": "1" } });
+  }
+  inFlight++;
+  try {
+    return await app.fetch(request, info);
+  } finally {
+    if (--inFlight === 0) idle?.();
+  }
+}
+
 const server = Deno.serve({
   port: config.PORT,
   hostname: "0.0.0.0",
@@ -86,17 +135,41 @@ const server = Deno.serve({
       api_mode: config.API_MODE,
       msg: `listening on :${port} (API_MODE=${config.API_MODE})`,
     }),
-}, app.fetch);
+}, serve);
 
 let stopping: Promise<void> | undefined;
 function stop(signal: Deno.Signal): Promise<void> {
   stopping ??= (async () => {
-    log.info("stopping", { signal, msg: `${signal}: finishing in-flight requests` });
-    await server.shutdown();
-    await Promise.allSettled([redis.quit(), sql.end({ timeout: 5 })]);
+    readiness.drain();
+    log.info("stopping", {
+      signal,
+      drain_ms: config.SHUTDOWN_DRAIN_MS,
+      msg: `${signal}: not ready; serving ${config.SHUTDOWN_DRAIN_MS} ms more so the load ` +
+        `balancer stops routing here, then finishing in-flight requests`,
+    });
+    await new Promise((resolve) => setTimeout(resolve, config.SHUTDOWN_DRAIN_MS));
+    refusing = true;
+    if (inFlight > 0) {
+      await withDeadline(
+        new Promise<void>((resolve) => idle = resolve),
+        IN_FLIGHT_GRACE_MS,
+        "finish the requests in flight",
+      ).catch(() => {});
+    }
+    await Promise.allSettled([
+      withDeadline(redis.quit(), config.REDIS_TIMEOUT_MS, "say goodbye to Redis"),
+      sql.end({ timeout: 5 }),
+    ]);
     // quit() fails while Redis is down or frozen, and ioredis then keeps
     // reconnecting, which would keep this process alive until SIGKILL.
     redis.disconnect();
+    pgSockets.destroyAll();
+    // Every time Traefik rebuilds its configuration (another replica stopped or started), it
+    // trusts this replica again until its next 1 s health check; a request it sends here in that
+    // second gets a 503 with Retry-After this way, where a closed listener would make it a 502.
+    await new Promise((resolve) => setTimeout(resolve, REFUSING_LINGER_MS));
+    // Last, so that until now every connection got an answer.
+    await server.shutdown();
     log.info("stopped", { msg: "stopped" });
   })();
   return stopping;

@@ -22,7 +22,6 @@ const ALL_SERVICES = [
   "traefik",
   "server",
   "server-consumer",
-  "database-migrations",
   "redis",
   "database",
   "k6-tests",
@@ -30,7 +29,7 @@ const ALL_SERVICES = [
 /** The long-running services that must scale with `--scale NAME=N`. */
 const REPLICATED_SERVICES = ["server", "server-consumer"];
 /** The services built from this repo, which run a deno task. */
-const DENO_SERVICES = ["server", "server-consumer", "database-migrations"];
+const DENO_SERVICES = ["server", "server-consumer"];
 
 interface Port {
   target: number;
@@ -189,7 +188,7 @@ function scriptOf(task: string): string {
   return scripts.at(-1)!;
 }
 
-Deno.test("compose.yaml defines the seven services", async () => {
+Deno.test("compose.yaml defines the six services", async () => {
   const config = await loadComposeConfig();
   assert.deepEqual(Object.keys(config.services).sort(), [...ALL_SERVICES].sort());
 });
@@ -246,19 +245,33 @@ Deno.test(
   },
 );
 
-Deno.test("the server labels route PathPrefix(`/`) on entrypoint web to container port 8000", async () => {
+Deno.test("the server labels make Traefik's service `server` on port 8000, checked on /readyz", async () => {
   const labels = (await service("server")).labels ?? {};
   assert.equal(labels["traefik.enable"], "true");
-  const routers = Object.keys(labels)
-    .map((key) => key.match(/^traefik\.http\.routers\.([^.]+)\.rule$/)?.[1])
-    .filter((router) => router !== undefined);
-  assert.equal(routers.length, 1, `expected one router: ${JSON.stringify(labels)}`);
-  const router = routers[0]!;
-  assert.equal(labels[`traefik.http.routers.${router}.rule`], "PathPrefix(`/`)");
-  assert.equal(labels[`traefik.http.routers.${router}.entrypoints`], "web");
-  const serviceName = labels[`traefik.http.routers.${router}.service`] ?? router;
-  assert.equal(labels[`traefik.http.services.${serviceName}.loadbalancer.server.port`], "8000");
+  assert.equal(labels["traefik.http.services.server.loadbalancer.server.port"], "8000");
+  assert.equal(labels["traefik.http.services.server.loadbalancer.healthcheck.path"], "/readyz");
+  const routers = Object.keys(labels).filter((key) => key.startsWith("traefik.http.routers."));
+  assert.deepEqual(routers, [], "the API's router lives in traefik/dynamic/api.yml");
 });
+
+for (const [dir, provider] of [["dynamic", "docker"], ["dynamic-swarm", "swarm"]]) {
+  Deno.test(`traefik/${dir}/api.yml routes everything on web to server@${provider}, failing over to 503`, async () => {
+    const api = parseYaml(await Deno.readTextFile(join(ROOT, "traefik", dir!, "api.yml")));
+    const router = api.http.routers.api;
+    assert.equal(router.rule, "PathPrefix(`/`)");
+    assert.deepEqual(router.entryPoints, ["web"]);
+    const failover = api.http.services[router.service].failover;
+    assert.equal(failover.service, `server@${provider}`);
+    const fallback = parseYaml(
+      await Deno.readTextFile(join(ROOT, "traefik", dir!, "unavailable.yml")),
+    );
+    assert.ok(fallback.http.services[failover.fallback], `${failover.fallback} is not defined`);
+    // A network-level retry only: retrying on a status could queue a user twice.
+    const retry = api.http.middlewares[router.middlewares[0]].retry;
+    assert.ok(retry.attempts > 1);
+    assert.equal(retry.status, undefined);
+  });
+}
 
 Deno.test("k6-tests mounts ./tests at /tests, targets traefik and stays idle", async () => {
   const k6 = await service("k6-tests");
@@ -281,48 +294,55 @@ Deno.test("every Deno service gets all of project.env (env_file) as its environm
   }
 });
 
-Deno.test(
-  "server and server-consumer wait for healthy redis and database and a completed migration",
-  async () => {
-    for (const name of REPLICATED_SERVICES) {
-      const dependsOn = (await service(name)).depends_on ?? {};
-      assert.equal(dependsOn.redis?.condition, "service_healthy", `${name} → redis`);
-      assert.equal(dependsOn.database?.condition, "service_healthy", `${name} → database`);
-      assert.equal(
-        dependsOn["database-migrations"]?.condition,
-        "service_completed_successfully",
-        `${name} → database-migrations`,
-      );
-    }
-  },
-);
-
-Deno.test("every service another waits on as healthy defines a healthcheck", async () => {
-  // compose config accepts service_healthy on a service without one; `up` then fails.
+Deno.test("no service waits on a start condition: each waits for what it needs itself", async () => {
+  // Conditions (service_healthy, service_completed_successfully) make start order matter, and
+  // `docker stack deploy` refuses them; the short list form only orders the first start.
   const config = await loadComposeConfig();
   for (const [name, dependent] of Object.entries(config.services)) {
     for (const [dependency, { condition }] of Object.entries(dependent.depends_on ?? {})) {
-      if (condition !== "service_healthy") continue;
-      assert.ok(
-        config.services[dependency]?.healthcheck?.test?.length,
-        `${name} waits for ${dependency} to be healthy, but it has no healthcheck`,
-      );
+      assert.equal(condition, "service_started", `${name} → ${dependency}`);
     }
   }
 });
 
-Deno.test(
-  "database-migrations runs deno task migrate once, in the consumer image, after the database",
-  async () => {
-    const migrations = await service("database-migrations");
-    const consumer = await service("server-consumer");
-    assert.deepEqual(migrations.build, consumer.build);
-    assert.equal(migrations.restart, "no");
-    assert.equal(migrations.depends_on?.database?.condition, "service_healthy");
-    assert.ok(migrations.command, "database-migrations has no command");
-    assert.equal(taskOf(migrations.command), "migrate");
-  },
-);
+Deno.test("the API and the consumer are healthy only when /readyz answers 200", async () => {
+  for (const name of REPLICATED_SERVICES) {
+    const test = (await service(name)).healthcheck?.test ?? [];
+    assert.equal(test[0], "CMD", `${name} healthcheck`);
+    assert.match(test.at(-1) ?? "", /\/readyz"\);\s*Deno\.exit\(r\.ok \? 0 : 1\);$/, name);
+  }
+  const labels = (await service("server")).labels ?? {};
+  assert.equal(labels["traefik.http.services.server.loadbalancer.healthcheck.path"], "/readyz");
+});
+
+Deno.test("with no API replica ready, traefik/dynamic answers 503 with Retry-After", async () => {
+  const staticConfig = parseYaml(await Deno.readTextFile(join(ROOT, "traefik", "traefik.yml")));
+  // Traefik 3.6 answers 500 for a kept-but-unhealthy replica when this is on (traefik#13261).
+  assert.notEqual(staticConfig.providers.docker.allowEmptyServices, true);
+  const fallback = parseYaml(
+    await Deno.readTextFile(join(ROOT, "traefik", "dynamic", "unavailable.yml")),
+  );
+  const router = fallback.http.routers["no-replica-ready"];
+  assert.equal(router.rule, "PathPrefix(`/`)");
+  assert.equal(router.priority, 1);
+  assert.deepEqual(router.entryPoints.sort(), ["unavailable", "web"]);
+  assert.deepEqual(fallback.http.services[router.service].loadBalancer.servers, []);
+  const headers = router.middlewares.map((name: string) =>
+    fallback.http.middlewares[name].headers?.customResponseHeaders
+  );
+  assert.ok(headers.some((h: Record<string, string> | undefined) => h?.["Retry-After"] === "1"));
+  // The failover's answer goes through Traefik's own loopback entrypoint, hence the header.
+  const answer = fallback.http.services["no-replica-ready-answer"].loadBalancer.servers[0].url;
+  const port = staticConfig.entryPoints.unavailable.address.split(":").at(-1);
+  assert.equal(answer, `http://127.0.0.1:${port}`);
+});
+
+Deno.test("built services carry an image name, so Swarm and `docker compose push` can use them", async () => {
+  for (const name of DENO_SERVICES) {
+    const built = await service(name);
+    assert.match(built.image ?? "", /^users-pipeline\/[a-z-]+:latest$/, `${name} image`);
+  }
+});
 
 Deno.test(
   "each image's CMD and compose command run deno tasks defined in deno.json, whose scripts the image caches",

@@ -26,6 +26,7 @@ import {
   seconds,
   type Stage,
   verdict,
+  waitForHolders,
 } from "./fault_stage.ts";
 import type { Outcome } from "./fault_load.ts";
 import { hasEvent, numberField, serviceEvents } from "./service_events.ts";
@@ -141,20 +142,17 @@ scenario(
     };
     const { HEARTBEAT_TTL_MS: ttl, RECOVERY_INTERVAL_MS: interval } = stage.env(env);
     const good = envelopes(2_000, "orphan");
-    await redis.lpush(stage.keys.queue, ...good.map(encodeEnvelope));
-    const holds = async (consumer: TaskProcess) =>
-      (await redis.llen(stage.processingKey(consumer))) > 0;
-    // PostgreSQL frozen: each consumer takes a batch and holds it, its insert waiting.
-    let victimKey: string;
+    // Both start (and migrate) while nothing is queued; then, with PostgreSQL
+    // frozen, each takes a batch and holds it, its insert waiting.
+    const survivor = await stage.consumer(env);
+    const victim = await stage.consumer(env);
+    const victimKey = stage.processingKey(victim);
     let held: string[];
     let killedAt: number;
     pg.server.freeze();
     try {
-      const survivor = await stage.consumer(env);
-      await waitFor("the survivor to hold a batch", () => holds(survivor));
-      const victim = await stage.consumer(env);
-      await waitFor("the victim to hold a batch", () => holds(victim));
-      victimKey = stage.processingKey(victim);
+      await redis.lpush(stage.keys.queue, ...good.map(encodeEnvelope));
+      await waitForHolders(stage, [survivor, victim], 2);
       held = await redis.lrange(victimKey, 0, -1);
       stage.kill(victim);
       killedAt = Date.now();
@@ -197,15 +195,20 @@ scenario(
   async (stage) => {
     const { redis, pg, sql } = stage.world;
     const good = envelopes(3_000, "consumer-sigterm");
-    await redis.lpush(stage.keys.queue, ...good.map(encodeEnvelope));
+    const aside = `${stage.keys.queue}:aside`;
+    await redis.lpush(aside, ...good.map(encodeEnvelope));
+    /**
+     * Starts a consumer (which migrates and registers) while nothing is
+     * queued, then freezes PostgreSQL and queues what is aside: the consumer
+     * takes a batch and holds it, its insert waiting.
+     */
     const holdBatch = async (changes: EnvChanges) => {
       const consumer = await stage.consumer({ BATCH_SIZE: "1000", ...changes });
-      const key = stage.processingKey(consumer);
-      await waitFor("a batch in hand", async () => (await redis.llen(key)) > 0);
-      return { consumer, held: await redis.llen(key) };
+      pg.server.freeze();
+      await redis.rename(aside, stage.keys.queue);
+      const [held = 0] = await waitForHolders(stage, [consumer], 1);
+      return { consumer, held };
     };
-    // Frozen PostgreSQL: the first batch is fetched and held, its insert waiting.
-    pg.server.freeze();
     let first: { consumer: TaskProcess; held: number };
     try {
       first = await holdBatch({});
@@ -222,7 +225,7 @@ scenario(
     assert.deepEqual(await stage.processingKeys(), []);
 
     // Hand-back: the shutdown deadline passes while PostgreSQL stays frozen.
-    pg.server.freeze();
+    await redis.rename(stage.keys.queue, aside);
     let second: { consumer: TaskProcess; held: number };
     try {
       second = await holdBatch({ SHUTDOWN_TIMEOUT_MS: "500" });

@@ -14,14 +14,18 @@ import type { TaskProcess } from "../tools/harness/processes.ts";
 import { delay } from "../tools/harness/wait.ts";
 import {
   answers,
+  assertCleanExits,
+  describeExits,
+  drainAndVerify,
   pgOptions,
   scenario,
   seconds,
   type Stage,
   TEST_APP,
+  twoHoldingOneIdle,
   verdict,
 } from "./fault_stage.ts";
-import { serviceEvents } from "./service_events.ts";
+import { numberField, serviceEvents } from "./service_events.ts";
 
 scenario(
   "PostgreSQL stopped (-m immediate) for 15 s under load, then started: nothing refused or lost",
@@ -126,6 +130,35 @@ scenario("PostgreSQL backends terminated repeatedly under load", async (stage) =
       `${seconds(drainMs)}`,
   );
 });
+
+scenario(
+  "consumers SIGTERMed while PostgreSQL is frozen exit 0 within compose's 30 s and lose nothing",
+  async (stage) => {
+    // Two hold a batch, their inserts waiting on the frozen server; all three are stopped.
+    let exits: Awaited<ReturnType<Stage["sigterm"]>>;
+    let setUp: Awaited<ReturnType<typeof twoHoldingOneIdle>>;
+    try {
+      setUp = await twoHoldingOneIdle(stage, "sigterm-pg-frozen");
+      exits = await stage.sigterm(setUp.consumers);
+    } finally {
+      stage.world.pg.server.thaw();
+    }
+    const { consumers, users, held, shutdownMs } = setUp;
+    assertCleanExits(stage, exits);
+    const handedBack = consumers.map((consumer) =>
+      serviceEvents(consumer.output, "handed_back").reduce((n, e) => n + numberField(e, "items"), 0)
+    );
+    assert.deepEqual(handedBack, held, "each consumer handed back the batch it held");
+    const { drainMs, report } = await drainAndVerify(stage, users);
+    await stage.stopAll();
+    stage.summary(
+      `SIGTERM while PostgreSQL is frozen (SHUTDOWN_TIMEOUT_MS ${shutdownMs}): ${
+        describeExits(exits, held)
+      }; handed back ${handedBack.join(" + ")}; ${users.length} stored, ${verdict(report)}, ` +
+        `drained ${seconds(drainMs)} after a fresh consumer started`,
+    );
+  },
+);
 
 /**
  * How many of `consumers` saw a PostgreSQL outage begin; each that did must

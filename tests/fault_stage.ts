@@ -32,11 +32,12 @@
  * @module
  */
 
+import { PENDING_LISTS_SCRIPT, pendingFromReply } from "./pending_lists.ts";
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
-import type { UserEnvelope } from "../queue/envelope.ts";
+import { encodeEnvelope, type UserEnvelope } from "../queue/envelope.ts";
 import { type QueueKeys, queueKeys } from "../queue/keys.ts";
 import type { DeadLetter } from "../queue/redis_queue.ts";
 import { freePort } from "../tools/harness/ports.ts";
@@ -278,7 +279,7 @@ export class Stage implements AsyncDisposable {
     return env;
   }
 
-  /** Starts an API replica (on `port` if given) and waits until it answers. */
+  /** Starts an API replica (on `port` if given) and waits until it is ready (`/readyz`). */
   async server(changes: EnvChanges = {}, port: number = freePort()): Promise<Api> {
     const process = new TaskProcess(
       "server",
@@ -287,18 +288,40 @@ export class Stage implements AsyncDisposable {
     );
     const tracked = this.#trackTask(process);
     const url = `http://127.0.0.1:${port}`;
-    await waitForHttp(`${url}/health`, {
+    await waitForHttp(`${url}/readyz`, {
       alive: () => tracked.exit === undefined,
       timeoutMs: 20_000,
     });
     return { process, url, port };
   }
 
-  /** Starts a consumer and waits until it registered (its `consumer_started` event). */
+  /**
+   * Starts a consumer (its /readyz on a free port) and waits until it
+   * registered (its `consumer_started` event, which names its id) and its
+   * `/readyz` answers 200. One that ends after registering (a crash the
+   * scenario injected) is returned as it is: the scenario checks its end,
+   * and an end it did not expect fails the scenario anyway.
+   */
   async consumer(changes: EnvChanges = {}): Promise<TaskProcess> {
-    const process = new TaskProcess("consumer", this.env(changes), this.#nextName("consumer"));
+    const port = freePort();
+    const process = new TaskProcess(
+      "consumer",
+      this.env({ PORT: String(port), ...changes }),
+      this.#nextName("consumer"),
+    );
     const tracked = this.#trackTask(process);
     await this.#ready(tracked, "consumer_started");
+    try {
+      await waitForHttp(`http://127.0.0.1:${port}/readyz`, {
+        alive: () => tracked.exit === undefined,
+        timeoutMs: 20_000,
+      });
+    } catch (error) {
+      if (tracked.exit !== undefined) return process;
+      throw new Error(`${tracked.name} did not get ready: ${error}\n${this.tails()}`, {
+        cause: error,
+      });
+    }
     return process;
   }
 
@@ -394,11 +417,19 @@ export class Stage implements AsyncDisposable {
     return found;
   }
 
-  /** The length of the main, the retry and every processing list: what is not stored yet. */
+  /**
+   * The main, the retry and every processing list that holds items, with their lengths: what is
+   * not stored yet, read atomically (see `pending_lists.ts`).
+   */
   async #lists(): Promise<Map<string, number>> {
-    const keys = [this.keys.queue, this.keys.retry, ...await this.processingKeys()];
-    const lengths = await Promise.all(keys.map((key) => this.world.redis.llen(key)));
-    return new Map(keys.map((key, i) => [key, lengths[i] ?? 0]));
+    const reply = await this.world.redis.eval(
+      PENDING_LISTS_SCRIPT,
+      2,
+      this.keys.queue,
+      this.keys.retry,
+      `${this.keys.processingPrefix}*`,
+    ) as (string | number)[];
+    return pendingFromReply(reply);
   }
 
   /** Items queued, waiting for a retry or held by a consumer: not stored yet. */
@@ -541,6 +572,28 @@ export class Stage implements AsyncDisposable {
     assert.ok(failed.length === 0, `${failed.join("; ")}\n${this.tails()}`);
   }
 
+  /**
+   * Sends SIGTERM to each of `processes` at once, as a container stop does,
+   * and returns how each ended and how long after the signal; one still
+   * running after `limitMs` (compose's grace period) is `undefined`.
+   */
+  async sigterm(
+    processes: readonly TaskProcess[],
+    limitMs = 30_000,
+  ): Promise<{ name: string; code: number | undefined; ms: number }[]> {
+    const sentAt = Date.now();
+    for (const process of processes) this.signal(process, "SIGTERM");
+    return await Promise.all(processes.map(async (process) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), limitMs);
+      });
+      const status = await Promise.race([process.status, late]);
+      clearTimeout(timer);
+      return { name: process.name, code: status?.code, ms: Date.now() - sentAt };
+    }));
+  }
+
   /** The last lines of every process, for failure messages. */
   tails(lines = 15): string {
     return [...this.#processes.values()]
@@ -604,6 +657,97 @@ export class Stage implements AsyncDisposable {
       return false;
     }, { timeoutMs: 20_000 });
   }
+}
+
+/**
+ * The consumer's deadlines as project.env sets them (SHUTDOWN_TIMEOUT_MS,
+ * STATEMENT_TIMEOUT_MS), instead of FAST_ENV's: what compose's 30 s grace
+ * period must fit.
+ */
+export const PRODUCTION_DEADLINES: EnvChanges = {
+  SHUTDOWN_TIMEOUT_MS: undefined,
+  STATEMENT_TIMEOUT_MS: undefined,
+};
+
+/**
+ * Waits until `count` of `consumers` hold a batch in their processing list
+ * and returns how many items each holds.
+ */
+export async function waitForHolders(
+  stage: Stage,
+  consumers: readonly TaskProcess[],
+  count: number,
+): Promise<number[]> {
+  let held: number[] = [];
+  await waitFor(() => `${count} consumers to hold a batch (${held.join(", ")})`, async () => {
+    held = await Promise.all(
+      consumers.map((consumer) => stage.world.redis.llen(stage.processingKey(consumer))),
+    );
+    return held.filter((n) => n > 0).length === count;
+  }, { timeoutMs: 20_000 });
+  return held;
+}
+
+/**
+ * The stage of the stop-during-an-outage scenarios: three consumers at the
+ * {@linkcode PRODUCTION_DEADLINES}, then 1000 users queued while PostgreSQL
+ * is frozen, so two consumers hold a batch of 500 each, their inserts
+ * waiting, and the third waits for items. PostgreSQL is left frozen: the
+ * caller thaws it (a failed scenario's is thawed by the next one).
+ */
+export async function twoHoldingOneIdle(stage: Stage, prefix: string) {
+  const shutdownMs = Number(stage.env(PRODUCTION_DEADLINES).SHUTDOWN_TIMEOUT_MS);
+  const env = { ...PRODUCTION_DEADLINES, BATCH_SIZE: "500" };
+  const consumers = [
+    await stage.consumer(env),
+    await stage.consumer(env),
+    await stage.consumer(env),
+  ];
+  const users = envelopes(1_000, prefix);
+  stage.world.pg.server.freeze();
+  await stage.world.redis.lpush(stage.keys.queue, ...users.map(encodeEnvelope));
+  const held = await waitForHolders(stage, consumers, 2);
+  return { consumers, users, held, shutdownMs };
+}
+
+/**
+ * Starts a fresh consumer, waits for the queue to drain, and verifies that
+ * every one of `users` was stored once: whatever stopped consumers held is
+ * recovered once their heartbeats expire.
+ */
+export async function drainAndVerify(stage: Stage, users: readonly UserEnvelope[]) {
+  await stage.consumer();
+  const drainMs = await stage.drain();
+  const report = await stage.verify([], {
+    injected: users.map(({ id, name }) => ({ id, name })),
+  });
+  return { drainMs, report };
+}
+
+/** Fails unless every process exited 0 within its time (see {@linkcode Stage.sigterm}). */
+export function assertCleanExits(
+  stage: Stage,
+  exits: readonly { name: string; code: number | undefined; ms: number }[],
+): void {
+  const bad = exits.filter((exit) => exit.code !== 0);
+  assert.deepEqual(
+    bad.map(({ name, code }) =>
+      `${name}: ${code === undefined ? "still running" : `exit ${code}`}`
+    ),
+    [],
+    `every consumer exits 0 within compose's 30 s after SIGTERM\n${stage.tails(30)}`,
+  );
+}
+
+/** How each consumer ended, e.g. `consumer-1 (500 in hand) exit 0 after 22.3 s`. */
+export function describeExits(
+  exits: readonly { name: string; code: number | undefined; ms: number }[],
+  held: readonly number[],
+): string {
+  return exits.map((exit, i) =>
+    `${exit.name} (${held[i] ? `${held[i]} in hand` : "idle"}) exit ${exit.code} after ` +
+    seconds(exit.ms)
+  ).join(", ");
 }
 
 /** `accepted, refused, indeterminate` as a phrase. */

@@ -134,8 +134,8 @@ Deno.test("the native stack restarts an API replica that was killed", async () =
     const status = await server.exited;
     assert.equal(status.code, 137);
     await waitFor("server-1 to be restarted", () => server.restarts === 1, { timeoutMs: 30_000 });
-    // The only replica: Traefik's /health answers 200 once it is back behind it.
-    await waitForHttp(`${stack.url}/health`, { timeoutMs: 30_000, intervalMs: 200 });
+    // The only replica: /readyz through Traefik answers 200 once it is back behind it.
+    await waitForHttp(`${stack.url}/readyz`, { timeoutMs: 30_000, intervalMs: 200 });
     assert.ok(
       test.output.lines.includes("stack | server-1 exited with code 137; restarting"),
       "the restart was not announced",
@@ -145,6 +145,53 @@ Deno.test("the native stack restarts an API replica that was killed", async () =
   });
   const exit = await stack.stop();
   assert.ok(exit.clean, JSON.stringify(exit.statuses));
+});
+
+Deno.test("an API replica stopped behind Traefik drains first: no client sees an error", async () => {
+  await using test = await startTestStack({ servers: 2, consumers: 1 });
+  const { stack } = test;
+  await withStackOutput(test, async () => {
+    const answers = new Map<string, number>();
+    let sending = true;
+    const workers = Array.from({ length: 8 }, async () => {
+      while (sending) {
+        let answer: string;
+        try {
+          const res = await fetch(`${stack.url}/users`, {
+            method: "POST",
+            body: JSON.stringify({ name: "drain" }),
+            headers: { "Content-Type": "application/json" },
+          });
+          await res.body?.cancel();
+          answer = String(res.status);
+        } catch (error) {
+          answer = error instanceof Error ? error.name : String(error);
+        }
+        answers.set(answer, (answers.get(answer) ?? 0) + 1);
+      }
+    });
+    await delay(500);
+    // As compose stops a replica: SIGTERM, and it must be gone within the grace period.
+    const [server] = stack.servers;
+    assert.ok(server);
+    const stoppedAt = Date.now();
+    const status = await server.stop({ signal: "SIGTERM", timeoutMs: 30_000 });
+    const stopMs = Date.now() - stoppedAt;
+    await delay(500);
+    sending = false;
+    await Promise.all(workers);
+    const { SHUTDOWN_DRAIN_MS: drainMs = "" } = projectEnv();
+    console.log(
+      `server-1 SIGTERMed under load behind Traefik: exit ${status?.code} after ${stopMs} ms ` +
+        `(SHUTDOWN_DRAIN_MS ${drainMs}); answers ${JSON.stringify(Object.fromEntries(answers))}`,
+    );
+    assert.equal(status?.code, 0);
+    assert.ok(stopMs >= Number(drainMs), "it kept serving for SHUTDOWN_DRAIN_MS");
+    assert.ok((answers.get("202") ?? 0) > 50, "inconclusive: too few requests");
+    assert.deepEqual([...answers.keys()], ["202"], "every request got its 202, none a 502");
+  });
+  const exit = await stack.stop();
+  assert.deepEqual(exit.statuses["server-1"]?.code, 0);
 });
 
 Deno.test("startRedis() keeps acknowledged writes across a SIGKILL and restart (AOF)", async () => {

@@ -52,6 +52,8 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
         ...pgServer.env,
         REDIS_URL: redisServer.url,
         QUEUE_NAME: queueName,
+        // A port of its own for each process's /healthz and /readyz.
+        PORT: String(freePort()),
         // Short timings so recovery is observable within a test.
         HEARTBEAT_TTL_MS: "1000",
         RECOVERY_INTERVAL_MS: "200",
@@ -157,9 +159,14 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
       async () => {
         const { name } = await freshQueue();
         const port = freePort();
+        const consumerPort = freePort();
         await using server = new TaskProcess("server", envFor(name, { PORT: String(port) }));
-        await using consumer = new TaskProcess("consumer", envFor(name));
-        await waitForHttp(`http://127.0.0.1:${port}/health`);
+        await using consumer = new TaskProcess(
+          "consumer",
+          envFor(name, { PORT: String(consumerPort) }),
+        );
+        await waitForHttp(`http://127.0.0.1:${port}/readyz`);
+        await waitForHttp(`http://127.0.0.1:${consumerPort}/readyz`);
         // The course's curl: no JSON content type.
         const res = await fetch(`http://127.0.0.1:${port}/users`, {
           method: "POST",

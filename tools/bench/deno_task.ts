@@ -43,6 +43,14 @@ export function taskCommand(task: string): string {
   return command;
 }
 
+/**
+ * The environment of a consumer: `env` and a free PORT for its /healthz and
+ * /readyz, so that consumers side by side (and an API) never share one.
+ */
+export function consumerEnv(env: Record<string, string>): Record<string, string> {
+  return { ...env, PORT: String(freePort()) };
+}
+
 /** The reference server: the API's app without Redis, with the API's permissions. */
 export const REFERENCE_SERVER_COMMAND =
   "deno run --cached-only --allow-net --allow-env tools/bench/reference_server.ts";
@@ -105,7 +113,7 @@ export interface ApiProcess extends DenoProcess {
 
 /**
  * Starts an HTTP service (`command` as in {@linkcode startDenoProcess}) on a
- * free port and waits until its `/health` answers 200.
+ * free port and waits until its `/readyz` answers 200.
  *
  * @throws {Error} with its last output, after stopping it, when it exits or does not answer in time.
  */
@@ -121,7 +129,7 @@ export async function startApi(
   });
   const url = `http://127.0.0.1:${port}`;
   try {
-    await waitForHttp(`${url}/health`, { alive: () => api.process.running });
+    await waitForHttp(`${url}/readyz`, { alive: () => api.process.running });
   } catch (error) {
     await api.stop();
     const reason = error instanceof Error ? error.message : String(error);

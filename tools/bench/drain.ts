@@ -22,7 +22,7 @@ import { REPO_DIR } from "../harness/repo.ts";
 import { waitFor } from "../harness/wait.ts";
 import { benchPostgresOptions, type BenchServices, freshQueueName } from "./bench_services.ts";
 import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
-import { startDenoProcess, taskCommand } from "./deno_task.ts";
+import { consumerEnv, startDenoProcess, taskCommand } from "./deno_task.ts";
 import { benchUsers, preloadQueue } from "./preload.ts";
 import { peakMiB, readTreeCpuSeconds, type RssSample, sampleRss } from "./process_stats.ts";
 import { formatCount, type Progress } from "./progress.ts";
@@ -128,11 +128,11 @@ export async function timeDrain(
     { length: setup.replicas },
     (_, i) =>
       startDenoProcess(`consumer-${i + 1}`, taskCommand("consumer"), {
-        env: services.serviceEnv({
+        env: consumerEnv(services.serviceEnv({
           QUEUE_NAME: name,
           CONSUMER_MODE: setup.mode,
           BATCH_SIZE: String(setup.batchSize),
-        }),
+        })),
         cpuProfileDir: options.cpuProfileDir,
       }),
   );

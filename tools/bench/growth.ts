@@ -13,7 +13,7 @@ import { queueKeys } from "../../queue/keys.ts";
 import { RedisQueue } from "../../queue/redis_queue.ts";
 import { delay, waitFor } from "../harness/wait.ts";
 import { type BenchServices, freshQueueName } from "./bench_services.ts";
-import { startApi, startDenoProcess, taskCommand } from "./deno_task.ts";
+import { consumerEnv, startApi, startDenoProcess, taskCommand } from "./deno_task.ts";
 import { type DrainRun, timeDrain } from "./drain.ts";
 import { type K6Result, runK6 } from "./k6.ts";
 import { benchUsers } from "./preload.ts";
@@ -99,7 +99,7 @@ async function overloadApi(
     QUEUE_MAX_LENGTH: String(plan.overloadMaxLength),
   });
   const consumer = startDenoProcess("consumer", taskCommand("consumer"), {
-    env: { ...env, CONSUMER_MODE: "single" },
+    env: consumerEnv({ ...env, CONSUMER_MODE: "single" }),
   });
   const api = await startApi("api", taskCommand("server"), { env: { ...env, API_MODE: "queue" } })
     .catch(async (error) => {

@@ -100,6 +100,20 @@ export interface K6Options {
 }
 
 /**
+ * The VUs of an arrival-rate run: a twentieth of the rate pre-allocated (at
+ * least 20), up to half of it (at least 100), unless `options` say otherwise;
+ * never more pre-allocated than allowed, which k6 refuses.
+ */
+export function arrivalVUs(
+  rate: number,
+  options: Pick<K6Options, "preAllocatedVUs" | "maxVUs"> = {},
+): { preAllocated: number; max: number } {
+  const max = options.maxVUs ?? Math.max(100, Math.ceil(rate / 2));
+  const preAllocated = options.preAllocatedVUs ?? Math.max(20, Math.ceil(rate / 20));
+  return { preAllocated: Math.min(preAllocated, max), max };
+}
+
+/**
  * POSTs users to `baseUrl` with k6 and returns what it measured, including
  * the thresholds it crossed (k6 then exits 99; the caller judges the run).
  *
@@ -118,8 +132,8 @@ export async function runK6(baseUrl: string, options: K6Options): Promise<K6Resu
     `SUMMARY=${summaryPath}`,
     ...(vus !== undefined ? [`VUS=${vus}`] : [
       `RATE=${rate}`,
-      `PRE_VUS=${options.preAllocatedVUs ?? Math.max(20, Math.ceil(rate! / 20))}`,
-      `MAX_VUS=${options.maxVUs ?? Math.max(100, Math.ceil(rate! / 2))}`,
+      `PRE_VUS=${arrivalVUs(rate!, options).preAllocated}`,
+      `MAX_VUS=${arrivalVUs(rate!, options).max}`,
     ]),
   ];
   try {

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { parseK6Summary } from "./k6.ts";
+import { arrivalVUs, parseK6Summary } from "./k6.ts";
+
+Deno.test("arrivalVUs() never pre-allocates more VUs than the run may use", () => {
+  assert.deepEqual(arrivalVUs(1_000), { preAllocated: 50, max: 500 });
+  assert.deepEqual(arrivalVUs(100), { preAllocated: 20, max: 100 });
+  // The overload phase: 4,099 req/s with at most 200 VUs (k6 exited 104 on 205 of 200).
+  assert.deepEqual(arrivalVUs(4_099, { maxVUs: 200 }), { preAllocated: 200, max: 200 });
+});
 
 Deno.test("parseK6Summary() reads a captured summary of post_users_k6.js", async () => {
   const json = await Deno.readTextFile(new URL("./testdata/k6_summary.json", import.meta.url));

@@ -212,13 +212,21 @@ export async function startTestStack(options: StartTestStackOptions = {}): Promi
   useStackTools();
   const stateDir = await makeServiceDir("stack-");
   const output = new OutputBuffer();
-  const [http = 0, postgres = 0, redis = 0, ...api] = freePorts(3 + (options.servers ?? 2));
+  const servers = options.servers ?? 2;
+  const [http = 0, postgres = 0, redis = 0, ...replicas] = freePorts(
+    3 + servers + (options.consumers ?? 2),
+  );
   const stack = new NativeStack({
     repoDir: REPO_DIR,
     stateDir,
     projectEnv: projectEnv(),
-    ports: { http, postgres, redis, api },
-    consumers: options.consumers ?? 2,
+    ports: {
+      http,
+      postgres,
+      redis,
+      api: replicas.slice(0, servers),
+      consumers: replicas.slice(servers),
+    },
     postgresBinDir: Deno.env.get("STACK_PG_BIN_DIR") || undefined,
     output: output.sink,
     stopTimeoutMs: options.stopTimeoutMs,

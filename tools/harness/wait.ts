@@ -2,7 +2,7 @@
  * Waiting, for every piece of tooling (native stack, benchmark, tests): one
  * delay, one readiness poll, and the HTTP readiness check built on it, so a
  * timeout reads the same wherever it fires. Readiness is a condition on the
- * real thing (an answer from `/health`, a PING, a row count, a structured log
+ * real thing (an answer from `/readyz`, a PING, a row count, a structured log
  * event), never a line of log prose.
  *
  * @module
@@ -58,9 +58,9 @@ export interface WaitForHttpOptions extends WaitForOptions {
 }
 
 /**
- * Polls `url` (a `/health` endpoint) until it answers 200 and returns the
+ * Polls `url` (a `/readyz` endpoint) until it answers 200 and returns the
  * milliseconds that took: how the stack, the benchmark and the tests decide
- * that an API, or Traefik in front of one, takes requests.
+ * that an API or a consumer (or Traefik in front of the APIs) can do its job.
  *
  * @throws {Error} when `alive()` turns false, or with the last answer after `timeoutMs`.
  */

@@ -28,13 +28,13 @@ Deno.test("waitFor() ends at once when the check throws", async () => {
   );
 });
 
-Deno.test("waitForHttp() waits through 503s until /health answers 200", async () => {
+Deno.test("waitForHttp() waits through 503s until /readyz answers 200", async () => {
   let answers = 0;
   await using server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     () => new Response(null, { status: ++answers < 3 ? 503 : 200 }),
   );
-  await waitForHttp(`http://127.0.0.1:${server.addr.port}/health`, { intervalMs: 1 });
+  await waitForHttp(`http://127.0.0.1:${server.addr.port}/readyz`, { intervalMs: 1 });
   assert.equal(answers, 3);
 });
 
@@ -44,14 +44,14 @@ Deno.test("waitForHttp() reports the last answer when it times out", async () =>
     () => new Response(null, { status: 503 }),
   );
   await assert.rejects(
-    waitForHttp(`http://127.0.0.1:${server.addr.port}/health`, { timeoutMs: 50, intervalMs: 5 }),
-    { message: /\/health to answer 200 \(last answer: status 503\): not true after 50 ms$/ },
+    waitForHttp(`http://127.0.0.1:${server.addr.port}/readyz`, { timeoutMs: 50, intervalMs: 5 }),
+    { message: /\/readyz to answer 200 \(last answer: status 503\): not true after 50 ms$/ },
   );
 });
 
 Deno.test("waitForHttp() stops waiting once the process is gone", async () => {
   let alive = true;
-  const waiting = waitForHttp("http://127.0.0.1:9/health", { alive: () => alive, intervalMs: 5 });
+  const waiting = waitForHttp("http://127.0.0.1:9/readyz", { alive: () => alive, intervalMs: 5 });
   await delay(20);
   alive = false;
   await assert.rejects(waiting, { message: /as its process exited: last answer was / });

@@ -164,32 +164,80 @@ PY
   "$TOOLS_BIN/traefik" version
 }
 
-# docker-compose is only used to validate compose.yaml (`docker-compose config`); no Docker
-# engine is needed for that. A binary built without the version stamp says "dev", so a stamp file
-# beside it records which version it is.
+# The compose CLI, built from its Go module (no registry hands out binaries here), installed both as
+# `docker-compose` and as the docker CLI plugin, so `docker compose …` works as users type it. A
+# binary built without the version stamp says "dev", so a stamp file beside it records the version.
 ensure_compose() {
-  if [[ -x $TOOLS_BIN/docker-compose &&
-    $(cat "$TOOLS_BIN/docker-compose.version" 2>/dev/null) == "$COMPOSE_VERSION" ]] ||
-    prints "$COMPOSE_VERSION" docker-compose version; then
-    return 0
+  if ! [[ -x $TOOLS_BIN/docker-compose &&
+    $(cat "$TOOLS_BIN/docker-compose.version" 2>/dev/null) == "$COMPOSE_VERSION" ]]; then
+    build_compose
   fi
+  local plugins="${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins"
+  mkdir -p "$plugins"
+  if [[ $(readlink -f "$plugins/docker-compose" 2>/dev/null) != "$TOOLS_BIN/docker-compose" ]]; then
+    ln -sf "$TOOLS_BIN/docker-compose" "$plugins/docker-compose"
+  fi
+}
+
+build_compose() {
   ensure_go
   note "installing docker-compose $COMPOSE_VERSION: compiled from its Go module (about 5-8 minutes)"
   local json dir tmp
-  json=$(go mod download -json "github.com/docker/compose/v2@$COMPOSE_VERSION")
+  json=$(GOSUMDB=off go mod download -json "github.com/docker/compose/v2@$COMPOSE_VERSION")
   dir=$(printf '%s' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
   [[ -d $dir ]] || { note "go mod download gave no module dir"; return 1; }
   tmp=$(mktemp -d)
   cp -r "$dir" "$tmp/compose"
   chmod -R u+w "$tmp/compose"
   # shellcheck disable=SC2016 # the inner bash expands $1..$3
-  with_progress "compiling docker-compose" bash -c 'cd "$1" && go build -trimpath \
+  with_progress "compiling docker-compose" env GOSUMDB=off bash -c 'cd "$1" && go build -trimpath \
     -ldflags "-w -X github.com/docker/compose/v2/internal.Version=$3" -o "$2.tmp" ./cmd' \
     _ "$tmp/compose" "$TOOLS_BIN/docker-compose" "$COMPOSE_VERSION"
   mv "$TOOLS_BIN/docker-compose.tmp" "$TOOLS_BIN/docker-compose"
   echo "$COMPOSE_VERSION" >"$TOOLS_BIN/docker-compose.version"
   rm -rf "$tmp"
   docker-compose version
+}
+
+# A Docker engine answering on the default socket. Debian's docker.io when dockerd is missing; when
+# no engine answers, one is started here (nothing starts it by itself on our machines) and
+# DOCKER_STARTED_PID says so, for stop_docker_engine. Images live in /var/lib/docker, so the next
+# run on the same machine finds them built.
+DOCKER_STARTED_PID=
+ensure_docker_engine() {
+  if ! command -v dockerd >/dev/null || ! command -v docker >/dev/null; then
+    apt_install docker.io
+  fi
+  if docker info >/dev/null 2>&1; then return 0; fi
+  local log="$STACK_TOOLS_DIR/dockerd.log" started=$SECONDS
+  note "starting the Docker engine (dockerd; its log: $log)"
+  dockerd --host unix:///var/run/docker.sock >"$log" 2>&1 &
+  DOCKER_STARTED_PID=$!
+  until docker info >/dev/null 2>&1; do
+    if ! kill -0 "$DOCKER_STARTED_PID" 2>/dev/null || ((SECONDS - started > 60)); then
+      tail -n 20 "$log" >&2
+      note "the Docker engine did not start"
+      DOCKER_STARTED_PID=
+      return 1
+    fi
+    sleep 0.5
+  done
+  note "the Docker engine answers (pid $DOCKER_STARTED_PID, $((SECONDS - started))s)"
+}
+
+# Stops the engine ensure_docker_engine started, if it did; an engine that was running before is
+# left alone.
+stop_docker_engine() {
+  [[ -n $DOCKER_STARTED_PID ]] || return 0
+  note "stopping the Docker engine this run started (pid $DOCKER_STARTED_PID)"
+  kill -TERM "$DOCKER_STARTED_PID" 2>/dev/null || true
+  local waited=0
+  while kill -0 "$DOCKER_STARTED_PID" 2>/dev/null && ((waited < 40)); do
+    sleep 0.5
+    waited=$((waited + 1))
+  done
+  if kill -0 "$DOCKER_STARTED_PID" 2>/dev/null; then kill -KILL "$DOCKER_STARTED_PID"; fi
+  DOCKER_STARTED_PID=
 }
 
 # Caches every dependency in deno.lock, so the tasks' --cached-only runs work offline.

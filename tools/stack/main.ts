@@ -6,7 +6,8 @@
  *
  * Reads project.env (beside this folder), and from the environment:
  * STACK_DIR (default .stack), STACK_HTTP_PORT (8000), STACK_PG_PORT (55432),
- * STACK_REDIS_PORT (56379), STACK_API_BASE_PORT (58101) and STACK_PG_BIN_DIR
+ * STACK_REDIS_PORT (56379), STACK_API_BASE_PORT (58101), STACK_CONSUMER_BASE_PORT
+ * (58201) and STACK_PG_BIN_DIR
  * (default: the newest /usr/lib/postgresql/N/bin). Expects redis-server,
  * traefik and deno on PATH, which `./stack` arranges.
  *
@@ -15,7 +16,8 @@
 
 import { projectEnv, REPO_DIR } from "../harness/repo.ts";
 import { parseStackConfig } from "./stack_config.ts";
-import { apiPorts, NativeStack, type StackState, STATE_FILE } from "./supervisor.ts";
+import { replicaPorts } from "./supervisor.ts";
+import { NativeStack, type StackState, STATE_FILE } from "./supervisor.ts";
 
 /** Whether a stack.json in `stateDir` belongs to a supervisor that still runs. */
 async function runningSupervisor(stateDir: string): Promise<number | undefined> {
@@ -60,9 +62,9 @@ async function main(): Promise<number> {
       http: config.httpPort,
       postgres: config.postgresPort,
       redis: config.redisPort,
-      api: apiPorts(config.apiBasePort, config.servers),
+      api: replicaPorts(config.apiBasePort, config.servers),
+      consumers: replicaPorts(config.consumerBasePort, config.consumers),
     },
-    consumers: config.consumers,
     postgresBinDir: config.postgresBinDir,
   });
 

@@ -23,6 +23,8 @@ export interface StackConfig {
   readonly redisPort: number;
   /** The first API replica's port; the others follow it. */
   readonly apiBasePort: number;
+  /** The first consumer's port (its /healthz and /readyz); the others follow it. */
+  readonly consumerBasePort: number;
   /** Where PostgreSQL's programs are, or undefined to look them up. */
   readonly postgresBinDir: string | undefined;
 }
@@ -43,6 +45,8 @@ export const STACK_DEFAULTS = {
   redisPort: 56379,
   /** STACK_API_BASE_PORT */
   apiBasePort: 58101,
+  /** STACK_CONSUMER_BASE_PORT: a hundred above the APIs', more than MAX_REPLICAS apart. */
+  consumerBasePort: 58201,
 } as const;
 
 /** The most replicas of one kind: each is a Deno process of ~100 MB. */
@@ -96,12 +100,27 @@ export function parseStackConfig(
   const consumers = values.consumers === undefined
     ? STACK_DEFAULTS.consumers
     : integer("--consumers", values.consumers, 0, MAX_REPLICAS);
-  const apiBasePort = setting("STACK_API_BASE_PORT", STACK_DEFAULTS.apiBasePort);
-  if (apiBasePort + servers - 1 > 65_535) {
-    throw new RangeError(
-      `Cannot start ${servers} servers as STACK_API_BASE_PORT leaves too few ports: current value is ${apiBasePort}`,
-    );
-  }
+  const basePort = (name: string, fallback: number, replicas: number, kind: string) => {
+    const base = setting(name, fallback);
+    if (base + replicas - 1 > 65_535) {
+      throw new RangeError(
+        `Cannot start ${replicas} ${kind} as ${name} leaves too few ports: current value is ${base}`,
+      );
+    }
+    return base;
+  };
+  const apiBasePort = basePort(
+    "STACK_API_BASE_PORT",
+    STACK_DEFAULTS.apiBasePort,
+    servers,
+    "servers",
+  );
+  const consumerBasePort = basePort(
+    "STACK_CONSUMER_BASE_PORT",
+    STACK_DEFAULTS.consumerBasePort,
+    consumers,
+    "consumers",
+  );
   return Object.freeze({
     stateDir: env.STACK_DIR || STACK_DEFAULTS.stateDir,
     servers,
@@ -110,6 +129,7 @@ export function parseStackConfig(
     postgresPort: setting("STACK_PG_PORT", STACK_DEFAULTS.postgresPort),
     redisPort: setting("STACK_REDIS_PORT", STACK_DEFAULTS.redisPort),
     apiBasePort,
+    consumerBasePort,
     postgresBinDir: env.STACK_PG_BIN_DIR || undefined,
   });
 }

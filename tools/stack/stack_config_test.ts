@@ -21,6 +21,7 @@ Deno.test("parseStackConfig() reads the STACK_* variables and treats empty as un
     STACK_PG_PORT: "",
     STACK_REDIS_PORT: "16379",
     STACK_API_BASE_PORT: "18101",
+    STACK_CONSUMER_BASE_PORT: "18201",
     STACK_PG_BIN_DIR: "/opt/pg/bin",
   });
   assert.equal(config.stateDir, "/tmp/s");
@@ -28,6 +29,7 @@ Deno.test("parseStackConfig() reads the STACK_* variables and treats empty as un
   assert.equal(config.postgresPort, STACK_DEFAULTS.postgresPort);
   assert.equal(config.redisPort, 16379);
   assert.equal(config.apiBasePort, 18101);
+  assert.equal(config.consumerBasePort, 18201);
   assert.equal(config.postgresBinDir, "/opt/pg/bin");
 });
 
@@ -41,6 +43,10 @@ Deno.test("parseStackConfig() names the bad variable and its value", () => {
     message: /--servers .*current value is "0"/,
   });
   assert.throws(() => parseStackConfig([], { STACK_API_BASE_PORT: "65535" }).apiBasePort);
+  assert.throws(() => parseStackConfig([], { STACK_CONSUMER_BASE_PORT: "65535" }), {
+    name: "RangeError",
+    message: /Cannot start 2 consumers as STACK_CONSUMER_BASE_PORT leaves too few ports/,
+  });
 });
 
 Deno.test("parseStackConfig() rejects unknown arguments with a TypeError", () => {

@@ -1,7 +1,10 @@
 /**
  * The native stack: what compose.yaml runs, as local processes. PostgreSQL and
- * Redis first, then the migration (once, before any replica starts), then the
- * API replicas and the consumers, then Traefik in front of the replicas. Every
+ * Redis first, then the migration (once, before any replica starts, so a
+ * broken one stops the stack at once; each consumer would apply it too), then
+ * the API replicas and the consumers, each ready once its `/readyz` answers
+ * 200, then Traefik in front of the replicas, health-checking them on
+ * `/readyz` every second as compose's labels have it. Every
  * process that dies without being asked to is restarted (compose's
  * `restart: unless-stopped`). {@linkcode NativeStack.stop} stops them in
  * dependency order so nothing accepted is lost: the API and the consumers
@@ -31,6 +34,8 @@ export interface StackPorts {
   redis: number;
   /** One per API replica; their number is the number of replicas. */
   api: readonly number[];
+  /** One per consumer (its /healthz and /readyz); their number is the number of consumers. */
+  consumers: readonly number[];
 }
 
 /** Options of {@linkcode startStack}. */
@@ -41,10 +46,8 @@ export interface StackOptions {
   stateDir: string;
   /** project.env, parsed; only hosts and ports are overridden. */
   projectEnv: Readonly<Record<string, string>>;
-  /** The ports; `api` also says how many API replicas run. */
+  /** The ports; `api` and `consumers` also say how many of each run. */
   ports: StackPorts;
-  /** How many consumers run. @default 2 */
-  consumers?: number;
   /** Where PostgreSQL's programs are. @default findPostgresBinDir() */
   postgresBinDir?: string;
   /** Where every child's output lines go. @default consoleSink() */
@@ -83,14 +86,14 @@ export interface StackState {
   redis: { port: number; pid: number | undefined; url: string; dir: string };
   traefik: { pid: number | undefined; configFile: string };
   servers: { name: string; port: number; pid: number | undefined; restarts: number }[];
-  consumers: { name: string; pid: number | undefined; restarts: number }[];
+  consumers: { name: string; port: number; pid: number | undefined; restarts: number }[];
 }
 
 /** The state file's name inside the state dir. */
 export const STATE_FILE = "stack.json";
 
-/** Ports `base`, `base + 1`, … for `count` API replicas. */
-export function apiPorts(base: number, count: number): number[] {
+/** Ports `base`, `base + 1`, … for `count` replicas of one kind. */
+export function replicaPorts(base: number, count: number): number[] {
   return Array.from({ length: count }, (_, index) => base + index);
 }
 
@@ -145,6 +148,7 @@ export function checkPortsFree(ports: StackPorts): void {
     ["PostgreSQL", ports.postgres],
     ["Redis", ports.redis],
     ...ports.api.map((port, index): [string, number] => [`server-${index + 1}`, port]),
+    ...ports.consumers.map((port, index): [string, number] => [`consumer-${index + 1}`, port]),
   ];
   const seen = new Map<number, string>();
   for (const [name, port] of named) {
@@ -218,7 +222,7 @@ export class NativeStack implements AsyncDisposable {
       "traefik",
       "migrate",
       `server-${options.ports.api.length}`,
-      `consumer-${options.consumers ?? 2}`,
+      `consumer-${options.ports.consumers.length}`,
     ];
     this.#output = options.output ?? consoleSink(Math.max(...names.map((name) => name.length)));
     this.#log = options.log ?? ((message) => this.#output("stack", message));
@@ -254,8 +258,9 @@ export class NativeStack implements AsyncDisposable {
   }
 
   /**
-   * Starts every process in order and waits until the API answers through
-   * Traefik. On failure, stops what was started and throws.
+   * Starts every process in order and waits until each replica is ready and
+   * the API is ready through Traefik. On failure, stops what was started and
+   * throws.
    */
   async start(): Promise<void> {
     const options = this.#options;
@@ -269,17 +274,21 @@ export class NativeStack implements AsyncDisposable {
       await this.#migrate();
       this.#checkNotStopping();
       this.#startReplicas();
+      const replicas = [
+        ...this.servers.map((process, i) => ({ process, port: this.ports.api[i] })),
+        ...this.consumers.map((process, i) => ({ process, port: this.ports.consumers[i] })),
+      ];
       await Promise.all(
-        this.servers.map((server, index) =>
-          waitForHttp(`http://127.0.0.1:${this.ports.api[index]}/health`, {
+        replicas.map(({ process, port }) =>
+          waitForHttp(`http://127.0.0.1:${port}/readyz`, {
             timeoutMs: readyTimeoutMs,
-            alive: () => server.running || server.restarts > 0,
+            alive: () => process.running || process.restarts > 0,
           })
         ),
       );
       this.#checkNotStopping();
       await this.#startTraefik();
-      await waitForHttp(`${this.url}/health`, {
+      await waitForHttp(`${this.url}/readyz`, {
         timeoutMs: readyTimeoutMs,
         alive: () => this.traefik?.running ?? false,
       });
@@ -374,7 +383,7 @@ export class NativeStack implements AsyncDisposable {
   }
 
   #startReplicas(): void {
-    const { repoDir, consumers = 2 } = this.#options;
+    const { repoDir } = this.#options;
     const common = {
       command: Deno.execPath(),
       cwd: repoDir,
@@ -393,12 +402,12 @@ export class NativeStack implements AsyncDisposable {
       this.servers.push(server);
       server.start();
     }
-    for (let index = 0; index < consumers; index++) {
+    for (const [index, port] of this.ports.consumers.entries()) {
       const consumer = new ServiceProcess({
         ...common,
         name: `consumer-${index + 1}`,
         args: ["task", "consumer"],
-        env: this.env,
+        env: { ...this.env, PORT: String(port) },
       });
       this.consumers.push(consumer);
       consumer.start();
@@ -437,11 +446,16 @@ export class NativeStack implements AsyncDisposable {
   }
 
   #announce(): void {
-    const { http, postgres, redis, api } = this.ports;
+    const { http, postgres, redis, api, consumers } = this.ports;
     const log = this.#log;
-    log(`ready: POST ${this.url}/users   GET ${this.url}/users/:id   GET ${this.url}/health`);
+    log(`ready: POST ${this.url}/users   GET ${this.url}/users/:id   GET ${this.url}/readyz`);
     log(`API replicas on ${api.map((port) => `127.0.0.1:${port}`).join(", ")} behind Traefik`);
-    log(`consumers: ${this.consumers.length}`);
+    log(
+      `consumers: ${this.consumers.length}` +
+        (consumers.length > 0
+          ? `, /readyz on ${consumers.map((port) => `127.0.0.1:${port}`).join(", ")}`
+          : ""),
+    );
     log(`PostgreSQL on 127.0.0.1:${postgres} (./stack psql), data in ${this.#dataDir}`);
     log(`Redis on 127.0.0.1:${redis} (./stack redis-cli)`);
     log(`load test: ./stack k6 <script>.js (BASE_URL=http://127.0.0.1:${http})`);
@@ -475,8 +489,9 @@ export class NativeStack implements AsyncDisposable {
         pid: server.pid,
         restarts: server.restarts,
       })),
-      consumers: this.consumers.map((consumer) => ({
+      consumers: this.consumers.map((consumer, index) => ({
         name: consumer.name,
+        port: this.ports.consumers[index] ?? 0,
         pid: consumer.pid,
         restarts: consumer.restarts,
       })),

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { apiPorts, checkPortsFree, serviceEnv } from "./supervisor.ts";
+import { checkPortsFree, replicaPorts, serviceEnv } from "./supervisor.ts";
 
-Deno.test("apiPorts() numbers the replicas' ports up from the base", () => {
-  assert.deepEqual(apiPorts(58101, 3), [58101, 58102, 58103]);
-  assert.deepEqual(apiPorts(58101, 0), []);
+Deno.test("replicaPorts() numbers the replicas' ports up from the base", () => {
+  assert.deepEqual(replicaPorts(58101, 3), [58101, 58102, 58103]);
+  assert.deepEqual(replicaPorts(58101, 0), []);
 });
 
 Deno.test("serviceEnv() overrides only the hosts and ports of project.env", () => {
@@ -31,17 +31,27 @@ Deno.test("serviceEnv() gives a REDIS_URL even when project.env has none", () =>
 });
 
 Deno.test("checkPortsFree() names a port that two processes would share", () => {
-  assert.throws(() => checkPortsFree({ http: 1, postgres: 2, redis: 3, api: [4, 2] }), {
-    name: "RangeError",
-    message: /server-2 and PostgreSQL would share a port: current value is 2$/,
-  });
+  assert.throws(
+    () => checkPortsFree({ http: 1, postgres: 2, redis: 3, api: [4, 2], consumers: [5] }),
+    {
+      name: "RangeError",
+      message: /server-2 and PostgreSQL would share a port: current value is 2$/,
+    },
+  );
+  assert.throws(
+    () => checkPortsFree({ http: 1, postgres: 2, redis: 3, api: [4], consumers: [5, 4] }),
+    /consumer-2 and server-1 would share a port: current value is 4$/,
+  );
 });
 
 Deno.test("checkPortsFree() names a port another program listens on", () => {
   using listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = listener.addr.port;
-  assert.throws(() => checkPortsFree({ http: port, postgres: 0, redis: 0, api: [] }), {
-    name: "RangeError",
-    message: new RegExp(`Traefik \\(http\\)'s port is in use .*current value is ${port}$`),
-  });
+  assert.throws(
+    () => checkPortsFree({ http: port, postgres: 0, redis: 0, api: [], consumers: [] }),
+    {
+      name: "RangeError",
+      message: new RegExp(`Traefik \\(http\\)'s port is in use .*current value is ${port}$`),
+    },
+  );
 });

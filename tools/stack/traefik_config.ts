@@ -25,8 +25,9 @@ function isObject(value: unknown): value is Yaml {
 /**
  * The native stack's static configuration: `config` (the parsed
  * traefik/traefik.yml) without the Docker provider, with the `web` entry point
- * on `address` and the file provider watching `dynamicDir`. Other entry points
- * keep their port but listen on loopback only. The update check and usage
+ * on `address` and the file provider watching `dynamicDir`, without the
+ * `unavailable` entry point. Other entry points keep their port but listen on
+ * loopback only. The update check and usage
  * statistics are turned off: a local stack must not call out of the machine.
  * `config` is not modified.
  *
@@ -41,6 +42,9 @@ export function nativeStaticConfig(config: unknown, options: NativeStaticOptions
       }`,
     );
   }
+  // `unavailable` serves the 503-with-Retry-After answer of traefik/dynamic/, which the native
+  // stack does not load; on its fixed port it would also clash between two stacks on one machine.
+  delete copy.entryPoints.unavailable;
   for (const [name, entryPoint] of Object.entries(copy.entryPoints)) {
     if (!isObject(entryPoint)) continue;
     if (name === "web") {
@@ -62,7 +66,7 @@ export function nativeStaticConfig(config: unknown, options: NativeStaticOptions
 
 /** Options of {@linkcode routesConfig}. */
 export interface RoutesOptions {
-  /** The path Traefik's health check asks each replica for. @default "/health" */
+  /** The path Traefik's health check asks each replica for. @default "/readyz" */
   healthPath?: string;
   /** How often each replica is checked. @default "1s" */
   healthInterval?: string;
@@ -71,8 +75,11 @@ export interface RoutesOptions {
 /**
  * The dynamic configuration routing every request on `web` to `servers`
  * (`http://127.0.0.1:58101`, …), the file-provider twin of the `traefik.*`
- * labels in compose.yaml. A health check takes a replica that is down or
- * restarting out of the rotation, as Docker's health status does there.
+ * labels in compose.yaml. Traefik's active health check on `/readyz` every
+ * second (1 s timeout) takes a replica out of the rotation while it is down,
+ * restarting, cannot reach Redis, or drains before it stops: a stopping API
+ * answers 503 there for SHUTDOWN_DRAIN_MS before it closes its listener, so
+ * no request is sent to a closed port (a 502).
  */
 export function routesConfig(servers: readonly string[], options: RoutesOptions = {}): Yaml {
   return {
@@ -89,7 +96,7 @@ export function routesConfig(servers: readonly string[], options: RoutesOptions 
           loadBalancer: {
             servers: servers.map((url) => ({ url })),
             healthCheck: {
-              path: options.healthPath ?? "/health",
+              path: options.healthPath ?? "/readyz",
               interval: options.healthInterval ?? "1s",
               timeout: "1s",
             },

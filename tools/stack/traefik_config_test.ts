@@ -8,6 +8,8 @@ entryPoints:
     address: ":8000"
   metrics:
     address: ":8082"
+  unavailable:
+    address: "127.0.0.1:8081"
 providers:
   docker:
     exposedByDefault: false
@@ -18,7 +20,7 @@ log:
   level: INFO
 `;
 
-Deno.test("nativeStaticConfig() drops the docker provider and points the file provider at the state dir", () => {
+Deno.test("nativeStaticConfig() drops the docker provider and the unavailable entry point, and points the file provider at the state dir", () => {
   const config = nativeStaticConfig(parse(COMPOSE_STYLE), {
     address: "127.0.0.1:18000",
     dynamicDir: "/state/traefik/dynamic",
@@ -68,7 +70,7 @@ Deno.test("routesConfig() balances PathPrefix(`/`) on web over every replica", (
         server: {
           loadBalancer: {
             servers: [{ url: "http://127.0.0.1:1" }, { url: "http://127.0.0.1:2" }],
-            healthCheck: { path: "/health", interval: "1s", timeout: "1s" },
+            healthCheck: { path: "/readyz", interval: "1s", timeout: "1s" },
           },
         },
       },

@@ -1,0 +1,52 @@
+/**
+ * The consumer's own small HTTP server: `GET /healthz` and `GET /readyz`
+ * (`queue/readiness.ts`) for Docker's healthcheck and any orchestrator, on
+ * PORT like the API (each container has a network namespace of its own). It
+ * knows nothing of the loop: `main.ts` tells the {@linkcode Readiness} when
+ * the consumer has migrated and registered, and when it drains.
+ *
+ * @module
+ */
+
+import { aliveResponse, type Readiness } from "../queue/readiness.ts";
+
+/** The server's handler: the two probes, and a JSON 404 or 405 for anything else. */
+export function healthHandler(readiness: Readiness): (request: Request) => Promise<Response> {
+  return async (request) => {
+    const { pathname } = new URL(request.url);
+    if (pathname !== "/healthz" && pathname !== "/readyz") {
+      return Response.json({ error: `no route for ${request.method} ${pathname}` }, {
+        status: 404,
+      });
+    }
+    if (request.method !== "GET" && request.method !== "HEAD") {
+      return Response.json({ error: `${request.method} is not allowed on ${pathname}` }, {
+        status: 405,
+        headers: { Allow: "GET, HEAD" },
+      });
+    }
+    return pathname === "/healthz" ? aliveResponse() : await readiness.response();
+  };
+}
+
+/** Options of {@linkcode serveHealth}. */
+export interface ServeHealthOptions {
+  /** The port; 0 picks a free one. */
+  readonly port: number;
+  /** @default "0.0.0.0" */
+  readonly hostname?: string;
+  /** Called once it listens, with the port. */
+  readonly onListen?: (port: number) => void;
+}
+
+/** Serves {@linkcode healthHandler} until the returned server's `shutdown()`. */
+export function serveHealth(
+  readiness: Readiness,
+  options: ServeHealthOptions,
+): Deno.HttpServer<Deno.NetAddr> {
+  const { port, hostname = "0.0.0.0", onListen = () => {} } = options;
+  return Deno.serve(
+    { port, hostname, onListen: ({ port }) => onListen(port) },
+    healthHandler(readiness),
+  );
+}

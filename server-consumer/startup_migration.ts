@@ -1,0 +1,60 @@
+/**
+ * The consumer's first step: bring the schema up to date before taking any
+ * work (`schema/migrate.ts`). Every replica does it as it starts, so no
+ * service has to start before another: compose and Swarm may start them in
+ * any order, and replicas racing are serialised by the migration's advisory
+ * lock.
+ *
+ * While PostgreSQL cannot be reached (it may still be starting), the attempt
+ * is retried with the loop's backoff, and the outage is reported once when it
+ * starts and once when it ends, as the loop does. An error PostgreSQL
+ * answered with (a bad password, a failing migration) is not retried: waiting
+ * cannot cure it, so the process exits and says why. A stop ends the wait at
+ * once, even mid-attempt.
+ *
+ * @module
+ */
+
+import { isUnreachable } from "../schema/postgres_options.ts";
+import { backoffDelay, Outage, type OutageEvent } from "./backoff.ts";
+import { systemClock } from "./clock.ts";
+
+/** Options of {@linkcode migrateOnStart}. */
+export interface MigrateOnStartOptions {
+  /** One attempt: applies the pending migrations. */
+  readonly migrate: () => Promise<void>;
+  /** Longest pause between two attempts. */
+  readonly retryMaxDelayMs: number;
+  /** Receives the start and the end of an outage. */
+  readonly onEvent: (event: OutageEvent) => void;
+  /** Aborts when the process is told to stop. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * Resolves true once the schema is up to date, false when `signal` aborted
+ * first; rejects with the error of an attempt PostgreSQL answered with.
+ */
+export async function migrateOnStart(options: MigrateOnStartOptions): Promise<boolean> {
+  const { migrate, retryMaxDelayMs, onEvent, signal } = options;
+  const outage = new Outage("postgres", { onEvent });
+  const stopped = new Promise<false>((resolve) => {
+    if (signal.aborted) resolve(false);
+    signal.addEventListener("abort", () => resolve(false), { once: true });
+  });
+  while (!signal.aborted) {
+    try {
+      if (await Promise.race([migrate().then(() => true), stopped])) {
+        outage.succeeded();
+        return true;
+      }
+      return false;
+    } catch (error) {
+      if (!isUnreachable(error)) throw error;
+      outage.failed(error);
+      const delay = backoffDelay(outage.failures - 1, { maxMs: retryMaxDelayMs });
+      await systemClock.sleep(delay, signal);
+    }
+  }
+  return false;
+}

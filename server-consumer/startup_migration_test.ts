@@ -1,0 +1,68 @@
+import assert from "node:assert/strict";
+import type { OutageEvent } from "./backoff.ts";
+import { migrateOnStart } from "./startup_migration.ts";
+
+const refused = () =>
+  Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), {
+    code: "ECONNREFUSED",
+  });
+
+Deno.test("migrateOnStart() waits out an unreachable PostgreSQL, reporting the outage once", async () => {
+  const events: OutageEvent[] = [];
+  let attempts = 0;
+  const migrated = await migrateOnStart({
+    migrate: () => ++attempts < 4 ? Promise.reject(refused()) : Promise.resolve(),
+    retryMaxDelayMs: 5,
+    onEvent: (event) => events.push(event),
+    signal: new AbortController().signal,
+  });
+  assert.equal(migrated, true);
+  assert.equal(attempts, 4);
+  assert.deepEqual(events.map((e) => [e.event, e.dependency]), [
+    ["outage_started", "postgres"],
+    ["outage_ended", "postgres"],
+  ]);
+});
+
+Deno.test("migrateOnStart() fails at once on an error PostgreSQL answered with", async () => {
+  let attempts = 0;
+  const broken = Object.assign(new Error('syntax error at or near "CREAT"'), { code: "42601" });
+  await assert.rejects(
+    migrateOnStart({
+      migrate: () => {
+        attempts++;
+        return Promise.reject(broken);
+      },
+      retryMaxDelayMs: 5,
+      onEvent: () => {},
+      signal: new AbortController().signal,
+    }),
+    (error) => error === broken,
+  );
+  assert.equal(attempts, 1);
+});
+
+Deno.test("migrateOnStart() gives up at once when stopped, mid-attempt or between attempts", async () => {
+  const hanging = new AbortController();
+  const waiting = migrateOnStart({
+    migrate: () => new Promise(() => {}),
+    retryMaxDelayMs: 5,
+    onEvent: () => {},
+    signal: hanging.signal,
+  });
+  hanging.abort();
+  assert.equal(await waiting, false);
+
+  const backingOff = new AbortController();
+  const retrying = migrateOnStart({
+    migrate: () => Promise.reject(refused()),
+    retryMaxDelayMs: 60_000,
+    onEvent: () => {},
+    signal: backingOff.signal,
+  });
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  const stoppedAt = Date.now();
+  backingOff.abort();
+  assert.equal(await retrying, false);
+  assert.ok(Date.now() - stoppedAt < 1_000);
+});

@@ -1,0 +1,47 @@
+// Posts users with unique names at a steady rate and logs what became of each one as a JSON line,
+// so a test can hold every 202 to exactly one row while it crashes and restarts things.
+//   docker compose run --rm --no-deps --entrypoint=k6 k6-tests run --log-format=json \
+//     -e PREFIX=run1 -e RATE=200 -e DURATION=30s /tests/accepted-k6.js
+// Answers other than 202 are expected while a test injects faults, so k6 itself fails nothing;
+// the test reads the lines and decides.
+import http from "k6/http";
+
+const BASE_URL = __ENV.BASE_URL || "http://traefik:8000";
+const PREFIX = __ENV.PREFIX || "accepted";
+
+export const options = {
+  scenarios: {
+    posts: {
+      executor: "constant-arrival-rate",
+      rate: Number(__ENV.RATE || 200),
+      timeUnit: "1s",
+      duration: __ENV.DURATION || "20s",
+      preAllocatedVUs: 20,
+      maxVUs: 200,
+    },
+  },
+};
+
+export default function () {
+  const name = `${PREFIX} ${__VU}-${__ITER}`;
+  const res = http.post(`${BASE_URL}/users`, JSON.stringify({ name }), {
+    headers: { "Content-Type": "application/json" },
+    timeout: "10s",
+    responseCallback: http.expectedStatuses(202),
+  });
+  let id = null;
+  if (res.status === 202) {
+    try {
+      id = res.json("id");
+    } catch (_) {
+      id = null;
+    }
+  }
+  console.log(JSON.stringify({
+    name,
+    status: res.status,
+    id,
+    retry_after: res.headers["Retry-After"] || null,
+    error: res.error || null,
+  }));
+}

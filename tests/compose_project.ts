@@ -1,0 +1,296 @@
+/**
+ * One `docker compose` project of the repo's own compose.yaml on the real Docker engine, driven
+ * the way users drive it: `docker compose up`, `run`, `restart`, `stop`, `down`. Only the project
+ * name (so a run never touches a user's own stack) and the published port (`HTTP_PORT`, when 8000
+ * is taken) differ from what the README shows.
+ *
+ * A crash is modelled as one: SIGKILL to the container's main process from the host, after which
+ * `restart: unless-stopped` brings it back (Docker treats `docker kill` as an operator's stop and
+ * would not restart it).
+ *
+ * @module
+ */
+
+import { REPO_DIR } from "../tools/harness/repo.ts";
+import { waitFor } from "../tools/harness/wait.ts";
+import type { Row } from "./delivery_check.ts";
+import type { Outcome } from "./fault_load.ts";
+import { PENDING_LISTS_SCRIPT, pendingFromReply } from "./pending_lists.ts";
+
+/** What a finished command printed. */
+export interface CommandResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+  /** How long it ran, in ms. */
+  readonly ms: number;
+}
+
+/** A container of the project, as `docker compose ps` reports it. */
+export interface ContainerState {
+  readonly id: string;
+  readonly service: string;
+  readonly name: string;
+  readonly state: string;
+  readonly health: string;
+  readonly exitCode: number;
+}
+
+/** One k6 request line of tests/accepted-k6.js. */
+interface K6Line {
+  name: string;
+  status: number;
+  id: string | null;
+  retry_after: string | null;
+  error: string | null;
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * Users not stored yet in the queue `users`, through a redis-cli that `cli` runs: the main, the
+ * retry and the processing lists, counted in one atomic script (see `pending_lists.ts`).
+ */
+export async function pendingIn(cli: (...args: string[]) => Promise<string>): Promise<number> {
+  const reply = await cli(
+    "EVAL",
+    PENDING_LISTS_SCRIPT,
+    "2",
+    "users",
+    "users:retry",
+    "users:processing:*",
+  );
+  const fields = reply.split("\n").filter((line) => line.trim() !== "");
+  return [...pendingFromReply(fields).values()].reduce((a, b) => a + b, 0);
+}
+
+/** Runs a program to completion; never throws for a non-zero exit. */
+export async function run(
+  program: string,
+  args: readonly string[],
+  { env, cwd = REPO_DIR, stdin }: { env?: Record<string, string>; cwd?: string; stdin?: string } =
+    {},
+): Promise<CommandResult> {
+  const started = Date.now();
+  const child = new Deno.Command(program, {
+    args: [...args],
+    cwd,
+    env,
+    stdin: stdin === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  if (stdin !== undefined) {
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(stdin));
+    await writer.close();
+  }
+  const output = await child.output();
+  return {
+    code: output.code,
+    stdout: decoder.decode(output.stdout),
+    stderr: decoder.decode(output.stderr),
+    ms: Date.now() - started,
+  };
+}
+
+/** Throws with the command's output unless it exited 0. */
+export function ok(what: string, result: CommandResult): CommandResult {
+  if (result.code !== 0) {
+    throw new Error(
+      `${what} exited with code ${result.code} after ${result.ms} ms:\n` +
+        `${result.stdout.slice(-3_000)}\n${result.stderr.slice(-3_000)}`,
+    );
+  }
+  return result;
+}
+
+/** A compose project of compose.yaml under its own name, publishing Traefik on `port`. */
+export class ComposeProject {
+  readonly name: string;
+  readonly port: number;
+
+  constructor(name: string, port: number) {
+    this.name = name;
+    this.port = port;
+  }
+
+  /** Where Traefik answers on the host. */
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** `docker compose -p <name> …` with HTTP_PORT set, as a user would type it. */
+  compose(args: readonly string[], options: { stdin?: string } = {}): Promise<CommandResult> {
+    return run("docker", ["compose", "-p", this.name, ...args], {
+      env: { HTTP_PORT: String(this.port) },
+      stdin: options.stdin,
+    });
+  }
+
+  /** The project's containers, stopped ones included. */
+  async containers(service?: string): Promise<ContainerState[]> {
+    const result = ok(
+      "docker compose ps",
+      await this.compose(["ps", "--all", "--format", "json", ...(service ? [service] : [])]),
+    );
+    // compose v2 prints one JSON object per line.
+    return result.stdout.split("\n").filter((line) => line.trim() !== "").map((line) => {
+      const c = JSON.parse(line);
+      return {
+        id: c.ID,
+        service: c.Service,
+        name: c.Name,
+        state: c.State,
+        health: c.Health ?? "",
+        exitCode: c.ExitCode ?? 0,
+      };
+    });
+  }
+
+  /** SQL through psql in the database container; rows as arrays of fields. */
+  async sql(query: string): Promise<string[][]> {
+    const result = ok(
+      `psql ${query}`,
+      await this.compose([
+        "exec",
+        "-T",
+        "database",
+        "sh",
+        "-c",
+        'psql -v ON_ERROR_STOP=1 -At -F "\t" -U "$POSTGRES_USER" -d "$POSTGRES_DB"',
+      ], { stdin: query }),
+    );
+    return result.stdout.split("\n").filter((line) => line !== "").map((line) => line.split("\t"));
+  }
+
+  /** The stored rows whose name starts with `prefix` and a space. */
+  async rows(prefix: string): Promise<Row[]> {
+    const rows = await this.sql(
+      `select id, name from users where name like '${prefix.replaceAll("'", "''")} %'`,
+    );
+    return rows.map(([id, name]) => ({ id: id!, name: name! }));
+  }
+
+  /** A redis-cli command in the redis container. */
+  async redis(...args: string[]): Promise<string> {
+    return ok("redis-cli", await this.compose(["exec", "-T", "redis", "redis-cli", ...args]))
+      .stdout.trim();
+  }
+
+  /** Users not stored yet: queued, awaiting retry, or held by a consumer (read atomically). */
+  pending(): Promise<number> {
+    return pendingIn((...args) => this.redis(...args));
+  }
+
+  /** Waits until nothing is pending and returns how long that took. */
+  waitDrained(timeoutMs = 90_000): Promise<number> {
+    return waitFor("the consumers to drain the queue", async () => (await this.pending()) === 0, {
+      timeoutMs,
+      intervalMs: 500,
+    });
+  }
+
+  /** SIGKILLs the main process of a container from the host: a crash, not an operator's stop. */
+  async crash(containerId: string): Promise<void> {
+    const pid = ok(
+      "docker inspect",
+      await run("docker", ["inspect", "-f", "{{.State.Pid}}", containerId]),
+    ).stdout.trim();
+    if (!/^[1-9]\d*$/.test(pid)) throw new Error(`container ${containerId} has no process: ${pid}`);
+    Deno.kill(Number(pid), "SIGKILL");
+  }
+
+  /** Bytes the container has received on its network interface (eth0). */
+  async receivedBytes(containerId: string): Promise<number> {
+    const dev = ok(
+      "cat /proc/net/dev",
+      await run("docker", ["exec", containerId, "cat", "/proc/net/dev"]),
+    ).stdout;
+    const line = dev.split("\n").find((l) => l.trim().startsWith("eth0:"));
+    if (!line) throw new Error(`no eth0 in ${containerId}:\n${dev}`);
+    return Number(line.split(":")[1]!.trim().split(/\s+/)[0]);
+  }
+
+  /**
+   * Starts tests/accepted-k6.js in the k6-tests container (`--no-deps`, so the run does not
+   * rescale the services to their declared replicas); resolves with every request's outcome once
+   * k6 ends.
+   */
+  acceptedLoad(
+    prefix: string,
+    { rate, seconds }: { rate: number; seconds: number },
+  ): Promise<Outcome[]> {
+    return this.compose([
+      "run",
+      "--rm",
+      "--no-deps",
+      "--entrypoint=k6",
+      "k6-tests",
+      "run",
+      "--quiet",
+      "--log-format=json",
+      "-e",
+      `PREFIX=${prefix}`,
+      "-e",
+      `RATE=${rate}`,
+      "-e",
+      `DURATION=${seconds}s`,
+      "/tests/accepted-k6.js",
+    ]).then((result) => {
+      ok("k6 run accepted-k6.js", result);
+      return parseAcceptedLines(`${result.stdout}\n${result.stderr}`);
+    });
+  }
+
+  /** `docker compose down`, with the volumes unless told to keep them. */
+  async down({ volumes = true } = {}): Promise<CommandResult> {
+    return ok(
+      "docker compose down",
+      await this.compose([
+        "down",
+        "--remove-orphans",
+        "--timeout",
+        "30",
+        ...(volumes ? ["-v"] : []),
+      ]),
+    );
+  }
+}
+
+/**
+ * The outcome of each request k6 logged: a 202 with an id is accepted; a 503 with Retry-After is
+ * refused as the promise allows (the API's own, or Traefik's while no replica is ready); no answer,
+ * a 502 or a 504 (a replica that died with the request in hand) is indeterminate; anything else
+ * (404, 500, a 4xx to a valid user) is an answer the promise forbids.
+ */
+export function parseAcceptedLines(output: string): Outcome[] {
+  const outcomes: Outcome[] = [];
+  for (const line of output.split("\n")) {
+    if (!line.startsWith("{")) continue;
+    let record: { msg?: string; source?: string };
+    try {
+      record = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (record.source !== "console" || !record.msg) continue;
+    const k6 = JSON.parse(record.msg) as K6Line;
+    const base = {
+      name: k6.name,
+      url: "k6",
+      status: k6.status,
+      retryAfter: k6.retry_after,
+      sentAt: 0,
+      ms: 0,
+    };
+    if (k6.status === 202 && k6.id) outcomes.push({ ...base, kind: "accepted", id: k6.id });
+    else if (k6.status === 503 && k6.retry_after) outcomes.push({ ...base, kind: "rejected" });
+    else if (k6.status === 0 || k6.status === 502 || k6.status === 504) {
+      outcomes.push({ ...base, kind: "indeterminate", detail: k6.error ?? String(k6.status) });
+    } else {
+      outcomes.push({ ...base, kind: "unexpected", detail: `${k6.status} ${k6.error ?? ""}` });
+    }
+  }
+  return outcomes;
+}

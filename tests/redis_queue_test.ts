@@ -1,0 +1,52 @@
+/**
+ * The queue's scripts against a real Redis, for what the consumer's fakes
+ * cannot show: what a script leaves behind in the keys it touches.
+ */
+
+import assert from "node:assert/strict";
+import { Redis } from "ioredis";
+import { encodeEnvelope } from "../queue/envelope.ts";
+import { queueKeys } from "../queue/keys.ts";
+import { RedisQueue } from "../queue/redis_queue.ts";
+import { startRedis } from "../tools/harness/services.ts";
+
+/** The field of an item in the crash counts (Redis' `sha1hex`). */
+async function sha1(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-1", new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+Deno.test("RedisQueue.handBack() clears the crash counts of the items it returns", async () => {
+  await using server = await startRedis();
+  const redis = new Redis(server.url);
+  try {
+    const keys = queueKeys("handback");
+    const queue = new RedisQueue(redis, keys);
+    const items = ["a", "b"].map((name, i) =>
+      encodeEnvelope({
+        id: `01934d5e-7b7c-7a1e-9c3f-00000000000${i}`,
+        name,
+        enqueued_at: 1,
+      })
+    );
+    await queue.enqueue(10, ...items);
+    // A consumer takes both and crashes: its heartbeat is gone.
+    await queue.register("crashed", 60_000);
+    await queue.fetch("crashed", 10);
+    await redis.del(keys.heartbeatPrefix + "crashed");
+    assert.deepEqual(await queue.recover(3), { recovered: 2, buried: 0, consumers: 1 });
+    assert.equal(await redis.hlen(keys.deliveries), 2, "one crash counted against each");
+    // Another takes one recovered item and stops gracefully before storing it.
+    await queue.register("stopping", 60_000);
+    const batch = await queue.fetch("stopping", 10);
+    assert.ok(batch?.fromRetry);
+    const [taken = ""] = batch.items;
+    assert.equal(await queue.handBack("stopping"), 1);
+    assert.equal(await redis.hget(keys.deliveries, await sha1(taken)), null);
+    assert.equal(await redis.hlen(keys.deliveries), 1, "the item still waiting keeps its count");
+    assert.deepEqual(await redis.lrange(keys.queue, 0, -1), [taken]);
+    assert.equal(await redis.sismember(keys.consumers, "stopping"), 0);
+  } finally {
+    redis.disconnect();
+  }
+});

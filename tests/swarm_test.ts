@@ -1,0 +1,346 @@
+/**
+ * The same compose.yaml on Docker Swarm: a one-node swarm on the engine `./stack test` started,
+ * `docker stack deploy -c compose.yaml` (with Traefik's Swarm configuration), then what an
+ * operator does: a user posted and stored, `docker service scale`, a rolling update of the API
+ * under k6 load with no failed request, and `docker stack rm` with users still queued, which the
+ * next deploy drains. The tests run in file order on one stack; the last removes the stack, its
+ * volumes and the swarm this file made.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { freePort } from "../tools/harness/ports.ts";
+import { delay, waitFor } from "../tools/harness/wait.ts";
+import { ComposeProject, ok, parseAcceptedLines, pendingIn, run } from "./compose_project.ts";
+import { checkDelivery, deliveryHeld, describeProblems } from "./delivery_check.ts";
+
+const STACK = `uplswarm${Deno.pid}`;
+const port = freePort();
+const url = `http://127.0.0.1:${port}`;
+// Builds the images under the names compose.yaml gives them; Swarm runs them from there.
+const builder = new ComposeProject(STACK, port);
+const summary: string[] = [];
+let swarmCreated = false;
+let deployFailed: Error | undefined;
+
+function note(line: string): void {
+  summary.push(line);
+  console.log(line);
+}
+
+function requireDeploy(): void {
+  if (deployFailed) throw new Error(`the stack was not deployed: ${deployFailed.message}`);
+}
+
+/** `docker stack deploy` of compose.yaml with Traefik's Swarm configuration and our port. */
+function deploy() {
+  return run("docker", ["stack", "deploy", "--detach=true", "-c", "compose.yaml", STACK], {
+    env: { TRAEFIK_CONFIG: "traefik-swarm.yml", HTTP_PORT: String(port) },
+  });
+}
+
+/** Running tasks per service of the stack, e.g. {server: 2, "server-consumer": 2, …}. */
+async function runningTasks(): Promise<Record<string, number>> {
+  const ls = ok(
+    "docker stack ps",
+    await run("docker", [
+      "stack",
+      "ps",
+      STACK,
+      "--filter",
+      "desired-state=running",
+      "--format",
+      "{{.Name}} {{.CurrentState}}",
+    ]),
+  );
+  const counts: Record<string, number> = {};
+  for (const line of ls.stdout.split("\n")) {
+    const match = line.match(/^\S+?_([a-z0-9-]+)\.\S+ Running/);
+    if (match) counts[match[1]!] = (counts[match[1]!] ?? 0) + 1;
+  }
+  return counts;
+}
+
+async function waitForTasks(want: Record<string, number>, timeoutMs = 180_000): Promise<number> {
+  let last: Record<string, number> = {};
+  return await waitFor(
+    () => `tasks ${JSON.stringify(want)} (running: ${JSON.stringify(last)})`,
+    async () => {
+      last = await runningTasks();
+      return Object.entries(want).every(([service, n]) => last[service] === n);
+    },
+    { timeoutMs, intervalMs: 1_000 },
+  );
+}
+
+/** A container of the service's running task on this node. */
+async function taskContainer(service: string): Promise<string> {
+  const ps = ok(
+    "docker ps",
+    await run("docker", [
+      "ps",
+      "-q",
+      "--filter",
+      `label=com.docker.swarm.service.name=${STACK}_${service}`,
+    ]),
+  );
+  const id = ps.stdout.trim().split("\n")[0];
+  if (!id) throw new Error(`no running container of ${STACK}_${service}`);
+  return id;
+}
+
+async function sql(query: string): Promise<string[][]> {
+  const result = ok(
+    "psql",
+    await run("docker", [
+      "exec",
+      "-i",
+      await taskContainer("database"),
+      "sh",
+      "-c",
+      'psql -v ON_ERROR_STOP=1 -At -F "\t" -U "$POSTGRES_USER" -d "$POSTGRES_DB"',
+    ], { stdin: query }),
+  );
+  return result.stdout.split("\n").filter((l) => l !== "").map((l) => l.split("\t"));
+}
+
+async function rows(prefix: string) {
+  return (await sql(`select id, name from users where name like '${prefix} %'`))
+    .map(([id, name]) => ({ id: id!, name: name! }));
+}
+
+async function pending(): Promise<number> {
+  const redis = await taskContainer("redis");
+  return pendingIn(async (...args) =>
+    ok("redis-cli", await run("docker", ["exec", redis, "redis-cli", ...args])).stdout.trim()
+  );
+}
+
+async function ready(): Promise<boolean> {
+  const response = await fetch(`${url}/readyz`).catch(() => undefined);
+  await response?.body?.cancel();
+  return response?.status === 200;
+}
+
+/** tests/accepted-k6.js from the host's k6 against the published port. */
+async function k6Load(prefix: string, rate: number, seconds: number) {
+  const result = ok(
+    "k6",
+    await run("k6", [
+      "run",
+      "--quiet",
+      "--log-format=json",
+      "-e",
+      `BASE_URL=${url}`,
+      "-e",
+      `PREFIX=${prefix}`,
+      "-e",
+      `RATE=${rate}`,
+      "-e",
+      `DURATION=${seconds}s`,
+      "tests/accepted-k6.js",
+    ]),
+  );
+  return parseAcceptedLines(`${result.stdout}\n${result.stderr}`);
+}
+
+const options = { sanitizeOps: false, sanitizeResources: false };
+
+Deno.test({
+  name: "docker stack deploy -c compose.yaml runs the pipeline on a one-node swarm",
+  ...options,
+  async fn() {
+    try {
+      const info = ok(
+        "docker info",
+        await run("docker", ["info", "--format", "{{.Swarm.LocalNodeState}}"]),
+      );
+      if (info.stdout.trim() !== "active") {
+        ok("swarm init", await run("docker", ["swarm", "init", "--advertise-addr", "127.0.0.1"]));
+        swarmCreated = true;
+      }
+      const build = ok("docker compose build", await builder.compose(["build"]));
+      const started = Date.now();
+      ok("docker stack deploy", await deploy());
+      await waitForTasks({ traefik: 1, server: 2, "server-consumer": 2, redis: 1, database: 1 });
+      await waitFor("the API through Traefik", ready, { timeoutMs: 120_000, intervalMs: 500 });
+      note(
+        `swarm: images built in ${build.ms} ms; deployed and ready through Traefik in ` +
+          `${Date.now() - started} ms`,
+      );
+    } catch (error) {
+      deployFailed = error as Error;
+      throw error;
+    }
+  },
+});
+
+Deno.test({
+  name: "on Swarm a posted user reaches the table",
+  ...options,
+  async fn() {
+    requireDeploy();
+    const response = await fetch(`${url}/users`, {
+      method: "POST",
+      body: JSON.stringify({ name: "swarm 1" }),
+    });
+    const body = await response.text();
+    assert.equal(response.status, 202, body);
+    const { id } = JSON.parse(body);
+    await waitFor(
+      "the user in the table",
+      async () => (await sql(`select count(*) from users where id = '${id}'`))[0]?.[0] === "1",
+      {
+        timeoutMs: 30_000,
+        intervalMs: 300,
+      },
+    );
+    note("swarm: POST /users → 202 → row");
+  },
+});
+
+Deno.test({
+  name: "docker service scale brings the API to 3 replicas that all serve",
+  ...options,
+  async fn() {
+    requireDeploy();
+    ok(
+      "service scale",
+      await run("docker", ["service", "scale", "--detach=true", `${STACK}_server=3`]),
+    );
+    const ms = await waitForTasks({ server: 3 });
+    const outcomes = await k6Load("scaled", 200, 6);
+    await waitFor("the queue to drain", async () => (await pending()) === 0, { timeoutMs: 60_000 });
+    const report = checkDelivery(outcomes, await rows("scaled"));
+    assert.ok(deliveryHeld(report), describeProblems(report));
+    assert.equal(report.accepted, outcomes.length, "every request answered 202");
+    note(
+      `swarm: scaled to 3 API replicas in ${ms} ms; ${report.accepted} of ${outcomes.length} accepted and stored`,
+    );
+  },
+});
+
+Deno.test({
+  name: "a rolling update of the API under k6 load fails no request and loses nothing",
+  ...options,
+  async fn() {
+    requireDeploy();
+    const load = k6Load("rolling", 150, 40);
+    await delay(4_000);
+    const update = ok(
+      "service update",
+      await run("docker", [
+        "service",
+        "update",
+        "--force",
+        "--detach=false",
+        "--quiet",
+        `${STACK}_server`,
+      ]),
+    );
+    const outcomes = await load;
+    await waitFor("the queue to drain", async () => (await pending()) === 0, { timeoutMs: 60_000 });
+    const report = checkDelivery(outcomes, await rows("rolling"));
+    const failed = outcomes.filter((o) => o.kind !== "accepted");
+    const line = `swarm: rolling update of 3 API replicas in ${update.ms} ms under 150 req/s: ` +
+      `${report.accepted} of ${outcomes.length} accepted, ${failed.length} failed; lost ` +
+      `${report.lost.length}, duplicated ${report.duplicated.length}`;
+    note(line);
+    assert.deepEqual(failed.slice(0, 5).map((o) => `${o.status} ${o.detail ?? ""}`), [], line);
+    assert.ok(deliveryHeld(report), describeProblems(report));
+  },
+});
+
+Deno.test({
+  name: "docker stack rm with users queued loses none: the next deploy drains them",
+  ...options,
+  async fn() {
+    requireDeploy();
+    ok(
+      "scale consumers to 0",
+      await run("docker", ["service", "scale", "--detach=false", `${STACK}_server-consumer=0`]),
+    );
+    const outcomes = await k6Load("queued", 200, 5);
+    const backlog = await pending();
+    const rm = ok("stack rm", await run("docker", ["stack", "rm", STACK]));
+    await waitFor("the stack's containers to be gone", async () => {
+      const ps = await run("docker", [
+        "ps",
+        "-aq",
+        "--filter",
+        `label=com.docker.stack.namespace=${STACK}`,
+      ]);
+      return ps.stdout.trim() === "";
+    }, { timeoutMs: 90_000, intervalMs: 1_000 });
+    // Swarm removes the network a little after the containers.
+    await waitFor("the stack's network to be gone", async () => {
+      const ls = await run("docker", [
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        `label=com.docker.stack.namespace=${STACK}`,
+      ]);
+      return ls.stdout.trim() === "";
+    }, { timeoutMs: 60_000, intervalMs: 1_000 });
+    ok("docker stack deploy", await deploy());
+    await waitForTasks({ server: 2, "server-consumer": 2, redis: 1, database: 1 });
+    const drainMs = await waitFor("the backlog to drain", async () => (await pending()) === 0, {
+      timeoutMs: 120_000,
+      intervalMs: 500,
+    });
+    const report = checkDelivery(outcomes, await rows("queued"));
+    const line =
+      `swarm: stack rm (${rm.ms} ms) with ${backlog} users queued, redeployed, drained in ` +
+      `${drainMs} ms: ${report.accepted} accepted; lost ${report.lost.length}, duplicated ` +
+      `${report.duplicated.length}`;
+    note(line);
+    assert.ok(backlog > 0, line);
+    assert.ok(deliveryHeld(report), `${describeProblems(report)}\n${line}`);
+  },
+});
+
+Deno.test({
+  name: "the swarm test removes its stack, volumes and swarm",
+  ...options,
+  async fn() {
+    await run("docker", ["stack", "rm", STACK]);
+    await waitFor("the stack to be gone", async () => {
+      const ps = await run("docker", [
+        "ps",
+        "-aq",
+        "--filter",
+        `label=com.docker.stack.namespace=${STACK}`,
+      ]);
+      const nets = await run("docker", [
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        `label=com.docker.stack.namespace=${STACK}`,
+      ]);
+      return ps.stdout.trim() === "" && nets.stdout.trim() === "";
+    }, { timeoutMs: 90_000, intervalMs: 1_000 });
+    const volumes = ok(
+      "volume ls",
+      await run("docker", [
+        "volume",
+        "ls",
+        "-q",
+        "--filter",
+        `label=com.docker.stack.namespace=${STACK}`,
+      ]),
+    )
+      .stdout.trim().split("\n").filter((v) => v !== "");
+    if (volumes.length > 0) ok("volume rm", await run("docker", ["volume", "rm", ...volumes]));
+    if (swarmCreated) ok("swarm leave", await run("docker", ["swarm", "leave", "--force"]));
+    const images = ok("compose down", await builder.compose(["down", "--remove-orphans"]));
+    note(
+      `swarm: removed the stack, ${volumes.length} volumes${
+        swarmCreated ? " and the swarm" : ""
+      } (${images.ms} ms)`,
+    );
+    console.log(`\nswarm summary:\n  ${summary.join("\n  ")}`);
+  },
+});
