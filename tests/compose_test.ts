@@ -243,7 +243,7 @@ Deno.test({
   ...options,
   async fn() {
     requireUp();
-    const load = project.acceptedLoad("faults", { rate: 250, seconds: 40 });
+    const load = project.acceptedLoad("faults", { rate: 250, seconds: 30 });
     await delay(4_000);
     let crashes = 0;
     for (let round = 0; round < 3; round++) {

@@ -226,8 +226,10 @@ Deno.test({
   ...options,
   async fn() {
     requireDeploy();
-    const load = k6Load("rolling", 150, 40);
-    await delay(4_000);
+    const loadSeconds = 70;
+    const loadStarted = Date.now();
+    const load = k6Load("rolling", 150, loadSeconds);
+    await delay(2_000);
     const update = ok(
       "service update",
       await run("docker", [
@@ -238,6 +240,12 @@ Deno.test({
         "--quiet",
         `${STACK}_server`,
       ]),
+    );
+    // The check means something only if every replica was replaced under load.
+    const updateEnd = Date.now() - loadStarted;
+    assert.ok(
+      updateEnd < loadSeconds * 1_000 - 1_000,
+      `the update ended ${updateEnd} ms into a ${loadSeconds} s load: not all of it was under load`,
     );
     const outcomes = await load;
     await waitFor("the queue to drain", async () => (await pending()) === 0, { timeoutMs: 60_000 });
