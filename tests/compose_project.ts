@@ -227,16 +227,7 @@ export class ComposeProject {
       "--no-deps",
       "--entrypoint=k6",
       "k6-tests",
-      "run",
-      "--quiet",
-      "--log-format=json",
-      "-e",
-      `PREFIX=${prefix}`,
-      "-e",
-      `RATE=${rate}`,
-      "-e",
-      `DURATION=${seconds}s`,
-      "/tests/accepted-k6.js",
+      ...acceptedK6Args("/tests/accepted-k6.js", { prefix, rate, seconds }),
     ]).then((result) => {
       ok("k6 run accepted-k6.js", result);
       return parseAcceptedLines(`${result.stdout}\n${result.stderr}`);
@@ -256,6 +247,28 @@ export class ComposeProject {
       ]),
     );
   }
+}
+
+/** `k6 run` arguments for tests/accepted-k6.js (at `script`), its lines as JSON. */
+export function acceptedK6Args(
+  script: string,
+  { prefix, rate, seconds, baseUrl }: {
+    prefix: string;
+    rate: number;
+    seconds: number;
+    baseUrl?: string;
+  },
+): string[] {
+  const env = { PREFIX: prefix, RATE: String(rate), DURATION: `${seconds}s`, BASE_URL: baseUrl };
+  return [
+    "run",
+    "--quiet",
+    "--log-format=json",
+    ...Object.entries(env).flatMap(([name, value]) =>
+      value === undefined ? [] : ["-e", `${name}=${value}`]
+    ),
+    script,
+  ];
 }
 
 /**

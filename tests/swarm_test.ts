@@ -12,7 +12,14 @@
 import assert from "node:assert/strict";
 import { freePort } from "../tools/harness/ports.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
-import { ComposeProject, ok, parseAcceptedLines, pendingIn, run } from "./compose_project.ts";
+import {
+  acceptedK6Args,
+  ComposeProject,
+  ok,
+  parseAcceptedLines,
+  pendingIn,
+  run,
+} from "./compose_project.ts";
 import { checkDelivery, deliveryHeld, describeProblems } from "./delivery_check.ts";
 
 const STACK = `uplswarm${Deno.pid}`;
@@ -127,20 +134,10 @@ async function ready(): Promise<boolean> {
 async function k6Load(prefix: string, rate: number, seconds: number) {
   const result = ok(
     "k6",
-    await run("k6", [
-      "run",
-      "--quiet",
-      "--log-format=json",
-      "-e",
-      `BASE_URL=${url}`,
-      "-e",
-      `PREFIX=${prefix}`,
-      "-e",
-      `RATE=${rate}`,
-      "-e",
-      `DURATION=${seconds}s`,
-      "tests/accepted-k6.js",
-    ]),
+    await run(
+      "k6",
+      acceptedK6Args("tests/accepted-k6.js", { prefix, rate, seconds, baseUrl: url }),
+    ),
   );
   return parseAcceptedLines(`${result.stdout}\n${result.stderr}`);
 }

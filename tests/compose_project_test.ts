@@ -1,0 +1,51 @@
+import assert from "node:assert/strict";
+import { acceptedK6Args, parseAcceptedLines } from "./compose_project.ts";
+
+/** One line as `k6 run --log-format=json` prints a script's console.log. */
+function k6Line(fields: Record<string, unknown>): string {
+  return JSON.stringify({ level: "info", msg: JSON.stringify(fields), source: "console" });
+}
+
+Deno.test("parseAcceptedLines() sorts k6's lines into accepted, refused, indeterminate and forbidden", () => {
+  const base = { retry_after: null, error: null, id: null };
+  const output = [
+    "k6 banner and other noise",
+    JSON.stringify({ level: "info", msg: "not a request", source: "k6" }),
+    k6Line({ ...base, name: "a", status: 202, id: "0193" }),
+    k6Line({ ...base, name: "b", status: 503, retry_after: "1" }),
+    k6Line({ ...base, name: "c", status: 0, error: "connection refused" }),
+    k6Line({ ...base, name: "d", status: 502 }),
+    k6Line({ ...base, name: "e", status: 503 }),
+    k6Line({ ...base, name: "f", status: 500 }),
+    k6Line({ ...base, name: "g", status: 202 }),
+  ].join("\n");
+  const kinds = parseAcceptedLines(output).map((o) => `${o.name}:${o.kind}`);
+  assert.deepEqual(kinds, [
+    "a:accepted",
+    "b:rejected",
+    "c:indeterminate",
+    "d:indeterminate",
+    "e:unexpected",
+    "f:unexpected",
+    "g:unexpected",
+  ]);
+});
+
+Deno.test("acceptedK6Args() passes the load's settings as k6 -e variables", () => {
+  assert.deepEqual(acceptedK6Args("s.js", { prefix: "p", rate: 2, seconds: 3 }), [
+    "run",
+    "--quiet",
+    "--log-format=json",
+    "-e",
+    "PREFIX=p",
+    "-e",
+    "RATE=2",
+    "-e",
+    "DURATION=3s",
+    "s.js",
+  ]);
+  assert.ok(
+    acceptedK6Args("s.js", { prefix: "p", rate: 2, seconds: 3, baseUrl: "http://x" })
+      .includes("BASE_URL=http://x"),
+  );
+});
