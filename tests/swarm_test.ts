@@ -97,6 +97,30 @@ async function taskContainer(service: string): Promise<string> {
   return id;
 }
 
+/** The ids of the stack's containers (`ps -a`), networks or volumes still there. */
+async function stackObjects(kind: "container" | "network" | "volume"): Promise<string[]> {
+  const ls = ok(
+    `docker ${kind} ls`,
+    await run("docker", [
+      kind,
+      "ls",
+      "-q",
+      ...(kind === "container" ? ["-a"] : []),
+      "--filter",
+      `label=com.docker.stack.namespace=${STACK}`,
+    ]),
+  );
+  return ls.stdout.split("\n").filter((id) => id.trim() !== "");
+}
+
+/** Waits after `docker stack rm` until its containers and, a little later, its network are gone. */
+function waitForStackGone(): Promise<number> {
+  return waitFor("the stack's containers and network to be gone", async () => {
+    return (await stackObjects("container")).length === 0 &&
+      (await stackObjects("network")).length === 0;
+  }, { timeoutMs: 90_000, intervalMs: 1_000 });
+}
+
 async function sql(query: string): Promise<string[][]> {
   const result = ok(
     "psql",
@@ -269,26 +293,7 @@ Deno.test({
     const outcomes = await k6Load("queued", 200, 5);
     const backlog = await pending();
     const rm = ok("stack rm", await run("docker", ["stack", "rm", STACK]));
-    await waitFor("the stack's containers to be gone", async () => {
-      const ps = await run("docker", [
-        "ps",
-        "-aq",
-        "--filter",
-        `label=com.docker.stack.namespace=${STACK}`,
-      ]);
-      return ps.stdout.trim() === "";
-    }, { timeoutMs: 90_000, intervalMs: 1_000 });
-    // Swarm removes the network a little after the containers.
-    await waitFor("the stack's network to be gone", async () => {
-      const ls = await run("docker", [
-        "network",
-        "ls",
-        "-q",
-        "--filter",
-        `label=com.docker.stack.namespace=${STACK}`,
-      ]);
-      return ls.stdout.trim() === "";
-    }, { timeoutMs: 60_000, intervalMs: 1_000 });
+    await waitForStackGone();
     ok("docker stack deploy", await deploy());
     await waitForTasks({ server: 2, "server-consumer": 2, redis: 1, database: 1 });
     const drainMs = await waitFor("the backlog to drain", async () => (await pending()) === 0, {
@@ -311,33 +316,8 @@ Deno.test({
   ...options,
   async fn() {
     await run("docker", ["stack", "rm", STACK]);
-    await waitFor("the stack to be gone", async () => {
-      const ps = await run("docker", [
-        "ps",
-        "-aq",
-        "--filter",
-        `label=com.docker.stack.namespace=${STACK}`,
-      ]);
-      const nets = await run("docker", [
-        "network",
-        "ls",
-        "-q",
-        "--filter",
-        `label=com.docker.stack.namespace=${STACK}`,
-      ]);
-      return ps.stdout.trim() === "" && nets.stdout.trim() === "";
-    }, { timeoutMs: 90_000, intervalMs: 1_000 });
-    const volumes = ok(
-      "volume ls",
-      await run("docker", [
-        "volume",
-        "ls",
-        "-q",
-        "--filter",
-        `label=com.docker.stack.namespace=${STACK}`,
-      ]),
-    )
-      .stdout.trim().split("\n").filter((v) => v !== "");
+    await waitForStackGone();
+    const volumes = await stackObjects("volume");
     if (volumes.length > 0) ok("volume rm", await run("docker", ["volume", "rm", ...volumes]));
     if (swarmCreated) ok("swarm leave", await run("docker", ["swarm", "leave", "--force"]));
     const images = ok("compose down", await builder.compose(["down", "--remove-orphans"]));
