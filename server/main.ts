@@ -111,18 +111,43 @@ const SHUTTING_DOWN = { error: "server is shutting down, retry later" };
 const IN_FLIGHT_GRACE_MS = 10_000;
 /** How long the listener stays open refusing once all is closed: one Traefik health interval. */
 const REFUSING_LINGER_MS = 1_000;
+/** Set once a signal arrives: the drain has begun. */
+let stopping: Promise<void> | undefined;
 let refusing = false;
 let inFlight = 0;
 let idle: (() => void) | undefined;
 async function serve(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
   if (refusing) {
-    return Response.json(SHUTTING_DOWN, { status: 503, headers: { "Retry-After": "1" } });
+    return Response.json(SHUTTING_DOWN, {
+      status: 503,
+      headers: { "Retry-After": "1", Connection: "close" },
+    });
   }
   inFlight++;
   try {
-    return await app.fetch(request, info);
+    const response = await app.fetch(request, info);
+    return stopping === undefined ? response : closingConnection(response);
   } finally {
     if (--inFlight === 0) idle?.();
+  }
+}
+
+/**
+ * Once stopping, every answer closes its connection. Otherwise Traefik keeps idle keep-alive
+ * connections to this replica, and when the listener finally closes them, a request Traefik is
+ * writing on one at that moment fails after its headers went out: Traefik cannot know whether it
+ * was received, does not retry it, and its client gets a 502. With no idle connection left, a
+ * late request finds the port closed before sending anything, which Traefik's retry sends on.
+ */
+function closingConnection(response: Response): Response {
+  try {
+    response.headers.set("Connection", "close");
+    return response;
+  } catch {
+    // Immutable headers (a response passed through from fetch): copy them.
+    const copy = new Response(response.body, response);
+    copy.headers.set("Connection", "close");
+    return copy;
   }
 }
 
@@ -137,7 +162,6 @@ const server = Deno.serve({
     }),
 }, serve);
 
-let stopping: Promise<void> | undefined;
 function stop(signal: Deno.Signal): Promise<void> {
   stopping ??= (async () => {
     readiness.drain();

@@ -250,3 +250,16 @@ ensure_wrk() {
 ensure_deno_deps() {
   deno install --frozen --quiet
 }
+
+# Prometheus (and promtool, which checks every /metrics endpoint) from Debian's package; the
+# native stack runs it as a local process like Redis and PostgreSQL.
+ensure_prometheus() {
+  if command -v prometheus >/dev/null && command -v promtool >/dev/null; then return 0; fi
+  apt_install prometheus
+}
+
+# The headless browser the dashboard's test drives (through playwright-core's executablePath).
+ensure_chromium() {
+  if command -v chromium >/dev/null; then return 0; fi
+  apt_install chromium
+}
