@@ -3,8 +3,11 @@
  * migration): one JSON object per line,
  *
  * ```json
- * {"time":"2025-01-01T00:00:00.000Z","level":"info","service":"server-consumer","event":"consumer_started","consumer_id":"…","batch_size":1000,"msg":"consumer … started (batch size 1000)"}
+ * {"time":"2025-01-01T00:00:00.000Z","level":"info","service":"server-consumer","replica":"consumer-1","event":"consumer_started","consumer_id":"…","batch_size":1000,"msg":"consumer … started (batch size 1000)"}
  * ```
+ *
+ * `replica` tells apart the replicas of one service, whose lines an operator
+ * reads merged; it is the `replica` label of the process's metrics too.
  *
  * `event` is a stable snake_case name and the fields beside it are data, so
  * tests, the fault suite and operators select records by name and read values
@@ -23,7 +26,7 @@
 export type LogLevel = "info" | "warn" | "error";
 
 /** The keys the log sets itself; an event's fields cannot override them. */
-type ReservedKeys = "time" | "level" | "service" | "event" | "msg";
+type ReservedKeys = "time" | "level" | "service" | "replica" | "event" | "msg";
 
 /**
  * What an event carries: `msg`, the human sentence, plus any data fields.
@@ -36,6 +39,11 @@ export type EventFields =
 
 /** Options of {@linkcode EventLog}. */
 export interface EventLogOptions {
+  /**
+   * This replica's id, written after `service`.
+   * @default none: records carry no `replica`
+   */
+  readonly replica?: string;
   /**
    * Writes one finished line (no newline).
    * @default `console.log` for info and warn, `console.error` for error
@@ -51,11 +59,13 @@ export interface EventLogOptions {
 /** Writes one process's events as JSON lines. */
 export class EventLog {
   readonly service: string;
+  readonly replica: string | undefined;
   readonly #write: (line: string, level: LogLevel) => void;
   readonly #now: () => Date;
 
   constructor(service: string, options: EventLogOptions = {}) {
     this.service = service;
+    this.replica = options.replica;
     this.#write = options.write ??
       ((line, level) => level === "error" ? console.error(line) : console.log(line));
     this.#now = options.now ?? (() => new Date());
@@ -80,7 +90,16 @@ export class EventLog {
   record(level: LogLevel, event: string, fields: EventFields): void {
     const { msg, ...data } = fields;
     const line = JSON.stringify(
-      { time: this.#now().toISOString(), level, service: this.service, event, ...data, msg },
+      {
+        time: this.#now().toISOString(),
+        level,
+        service: this.service,
+        // Left out when undefined, like any undefined field.
+        replica: this.replica,
+        event,
+        ...data,
+        msg,
+      },
       (_key, value) => value instanceof Error ? errorText(value) : value,
     );
     this.#write(line, level);

@@ -22,6 +22,21 @@ Deno.test("EventLog writes one JSON object per line: time, level, service, event
   );
 });
 
+Deno.test("EventLog writes the replica's id after the service when it has one", () => {
+  const lines: string[] = [];
+  const log = new EventLog("server", {
+    replica: "server-2",
+    write: (line) => lines.push(line),
+    now: () => new Date(Date.UTC(2025, 0, 2, 3, 4, 5, 6)),
+  });
+  log.info("listening", { port: 8000, msg: "listening on :8000" });
+  assert.equal(
+    lines[0],
+    '{"time":"2025-01-02T03:04:05.006Z","level":"info","service":"server","replica":"server-2",' +
+      '"event":"listening","port":8000,"msg":"listening on :8000"}',
+  );
+});
+
 Deno.test("EventLog passes each level to the writer and keeps a record on one line", () => {
   const { log, lines } = memoryLog();
   log.warn("outage_started", { dependency: "redis", error: "down\nhard", msg: "a\nb" });
@@ -50,6 +65,8 @@ Deno.test("EventLog's fields cannot replace the keys it sets itself", () => {
   const { log } = memoryLog();
   // @ts-expect-error: the event's name is the first argument, not a field
   log.info("a", { event: "b", msg: "m" });
+  // @ts-expect-error: the replica is the log's, not an event's
+  log.info("a", { replica: "other", msg: "m" });
   // @ts-expect-error: every record needs its sentence
   log.info("a", { port: 1 });
 });

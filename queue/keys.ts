@@ -22,6 +22,25 @@ export interface QueueKeys {
   readonly processingPrefix: string;
   /** Prefix of the per-consumer heartbeat keys (`<prefix><consumer id>`). */
   readonly heartbeatPrefix: string;
+  /**
+   * The status index, part 1: set of the ids of accepted users still queued
+   * anywhere (main, retry or a processing list); an id leaves it when its user
+   * is stored or buried. Written by the same scripts that move the items, so
+   * `GET /users/<id>` reads one member instead of scanning the backlog. A set
+   * rather than a hash: the push pays for the index, and SADD is its cheapest
+   * durable write (no value to store).
+   */
+  readonly queuedIds: string;
+  /** The status index, part 2: hash of the id of each buried accepted user → its dead letter. */
+  readonly deadIds: string;
+  /** Hash of dead-letter kind → how many dead letters of that kind the dead list holds. */
+  readonly deadCounts: string;
+  /**
+   * Hash of counters kept by the acknowledgement: `stored` (rows acknowledged
+   * as stored, all consumers) and `stored:<consumer id>` (per live consumer,
+   * removed when it unregisters or is recovered).
+   */
+  readonly stats: string;
 }
 
 /** Derives every key of the queue called `name`. */
@@ -34,5 +53,9 @@ export function queueKeys(name: string): QueueKeys {
     deliveries: `${name}:deliveries`,
     processingPrefix: `${name}:processing:`,
     heartbeatPrefix: `${name}:heartbeat:`,
+    queuedIds: `${name}:queued`,
+    deadIds: `${name}:dead:ids`,
+    deadCounts: `${name}:dead:counts`,
+    stats: `${name}:stats`,
   };
 }

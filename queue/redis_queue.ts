@@ -14,11 +14,27 @@
  * - A consumer whose heartbeat expired is "fenced": the scripts refuse it new
  *   work and ignore its acknowledgements, so it cannot trim items that were
  *   already handed to someone else. It re-registers under a new id.
+ * - The status index moves with the items, in the same scripts: the push adds
+ *   the ids to the set `<queue>:queued`, where they stay through fetch,
+ *   hand-back, recovery and retry; the acknowledgement removes the ids it
+ *   stored, and moves the ones it buried to the hash `<queue>:dead:ids`
+ *   (id → dead letter; recovery does the same for the items it buries); a
+ *   requeued dead letter is queued again and a purged one is forgotten. So an
+ *   accepted user is in the index exactly while it is not stored, and since
+ *   the acknowledgement follows the commit, a user missing from the index is
+ *   either stored or was never accepted: {@linkcode RedisQueue.indexed} is
+ *   read before the table (see `server/user_status.ts`). Items pushed without the index (the
+ *   course's `LPUSH users …`) move and are stored just the same; they only
+ *   have no status until stored.
+ * - Every dead letter counts once under its {@linkcode DeadLetterKind} in
+ *   `<queue>:dead:counts`, in the script that adds or removes it, so counting
+ *   never reads the list.
  *
  * @module
  */
 
 import type { Redis } from "ioredis";
+import { encodeEnvelope, type UserEnvelope } from "./envelope.ts";
 import type { QueueKeys } from "./keys.ts";
 import { defineQueueScripts } from "./scripts.ts";
 
@@ -37,12 +53,42 @@ export interface Batch {
   readonly fromRetry: boolean;
 }
 
+/**
+ * Why an item was buried, as a small fixed set (the reason's text varies with
+ * the item, so counts and filters use this):
+ * - `invalid_item`: not a valid envelope (the consumer could not decode it);
+ * - `database_refused`: PostgreSQL refused the row for its data (SQLSTATE
+ *   class 22 or 23);
+ * - `id_conflict`: the id is already stored with another name (or the row was
+ *   neither inserted nor found);
+ * - `consumer_crashed`: it was in the hands of MAX_CRASHES crashed consumers.
+ * Records buried before kinds existed count as `unknown`.
+ */
+export type DeadLetterKind =
+  | "invalid_item"
+  | "database_refused"
+  | "id_conflict"
+  | "consumer_crashed";
+
+/** Every {@linkcode DeadLetterKind}, and `unknown` for records that carry none. */
+export const DEAD_LETTER_KINDS: readonly string[] = [
+  "invalid_item",
+  "database_refused",
+  "id_conflict",
+  "consumer_crashed",
+  "unknown",
+];
+
 /** One entry of the dead-letter list, JSON-encoded. */
 export interface DeadLetter {
   /** The item exactly as it was queued. */
   readonly payload: string;
-  /** Why it can never be stored. */
+  /** Why it can never be stored, in detail. */
   readonly reason: string;
+  /** The class of `reason`, what dead letters are counted and filtered by. */
+  readonly kind: DeadLetterKind;
+  /** The user's id, when the item has one. */
+  readonly id?: string;
   /** PostgreSQL's SQLSTATE when the database refused the row. */
   readonly sqlstate?: string;
   /** When it was buried (ISO 8601). */
@@ -83,16 +129,20 @@ export class RedisQueue {
   }
 
   /**
-   * Pushes payloads at the left of the main list unless that would take it past
-   * `maxLength`; resolves only after Redis acknowledged the push.
+   * Pushes users at the left of the main list, and marks them queued in the
+   * index, unless that would take the list past `maxLength`; resolves only
+   * after Redis acknowledged the push.
    */
-  async enqueue(maxLength: number, ...payloads: string[]): Promise<number> {
+  async enqueue(maxLength: number, ...users: readonly UserEnvelope[]): Promise<number> {
     const deadline = this.#enqueueWithinMs > 0 ? Date.now() + this.#enqueueWithinMs : 0;
     const length = await this.#redis.queueEnqueue(
       this.keys.queue,
+      this.keys.queuedIds,
       deadline,
       maxLength,
-      ...payloads,
+      users.length,
+      ...users.map(encodeEnvelope),
+      ...users.map((user) => user.id),
     );
     if (length === -1) throw new QueueFullError(maxLength);
     if (length === -2) {
@@ -148,21 +198,49 @@ export class RedisQueue {
   }
 
   /**
-   * Acknowledges a handled batch and records its dead letters in one step.
-   * Resolves false when the consumer was fenced (nothing was acknowledged).
+   * Acknowledges a handled batch, records its dead letters and updates the
+   * index (`storedIds` leave it, the dead letters' ids become their records)
+   * in one step. Call it only once the stored rows are committed. Resolves
+   * false when the consumer was fenced (nothing was acknowledged).
    */
-  async ack(consumerId: string, batch: Batch, deadLetters: readonly DeadLetter[] = []) {
+  async ack(
+    consumerId: string,
+    batch: Batch,
+    deadLetters: readonly DeadLetter[] = [],
+    storedIds: readonly string[] = [],
+  ) {
     const done = await this.#redis.queueAck(
       this.keys.consumers,
       this.keys.processingPrefix + consumerId,
       this.keys.deliveries,
       this.keys.dead,
+      this.keys.queuedIds,
+      this.keys.deadIds,
+      this.keys.deadCounts,
+      this.keys.stats,
       consumerId,
       batch.items.length,
       batch.fromRetry ? "1" : "0",
-      ...deadLetters.map((letter) => JSON.stringify(letter)),
+      storedIds.length,
+      ...storedIds,
+      ...deadLetters.flatMap((letter) => [letter.id ?? "", letter.kind, JSON.stringify(letter)]),
     );
     return done === 1;
+  }
+
+  /**
+   * The user's entry in the index: `"queued"`, its dead letter, or undefined
+   * when the id is not there (stored, never accepted, or purged).
+   */
+  async indexed(id: string): Promise<"queued" | DeadLetter | undefined> {
+    // One MULTI, so both are read at one instant: read apart, a requeue in
+    // between could make a dead user look absent from both.
+    const [[, queued], [, dead]] = (await this.#redis.multi()
+      .sismember(this.keys.queuedIds, id)
+      .hget(this.keys.deadIds, id)
+      .exec()) as [[null, number], [null, string | null]];
+    if (queued === 1) return "queued";
+    return dead === null ? undefined : JSON.parse(dead) as DeadLetter;
   }
 
   /** Recovers the work of every consumer whose heartbeat expired. */
@@ -172,6 +250,10 @@ export class RedisQueue {
       this.keys.retry,
       this.keys.dead,
       this.keys.deliveries,
+      this.keys.queuedIds,
+      this.keys.deadIds,
+      this.keys.deadCounts,
+      this.keys.stats,
       this.keys.processingPrefix,
       this.keys.heartbeatPrefix,
       maxCrashes,
@@ -191,6 +273,7 @@ export class RedisQueue {
       this.keys.processingPrefix + consumerId,
       this.keys.queue,
       this.keys.deliveries,
+      this.keys.stats,
       consumerId,
     );
   }

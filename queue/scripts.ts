@@ -22,10 +22,19 @@
 import type { Redis, Result } from "ioredis";
 
 /**
- * KEYS: queue. ARGV: deadline (ms since the epoch, 0 for none), max length, payload…
- * Pushes all payloads, or none when they would take the list past its bound,
- * or when Redis runs the script after the deadline. Returns the new length,
- * -1 when the queue is full, or -2 when the deadline had passed.
+ * KEYS: queue, queued ids. ARGV: deadline (ms since the epoch, 0 for none),
+ * max length, n, n payloads, then their n user ids.
+ * Pushes all payloads and adds their ids to the queued set, or does nothing
+ * when they would take the list past its bound, or when Redis runs the script
+ * after the deadline. Returns the new length, -1 when the queue is full, or
+ * -2 when the deadline had passed.
+ *
+ * Why the ids travel beside the payloads: Redis need not decode any JSON on
+ * the hot path, and the index entry exists from the very moment the push does
+ * (the API answers 202 only after this script ran), so a `GET /users/<id>`
+ * after the 202 always finds the user. This SADD is the index's whole cost
+ * on the ingest path (measured: about 3 µs of Redis CPU per push with the
+ * append-only file on, most of it for writing a second command to it).
  *
  * Why a deadline: a client that gives up waiting (the API answers 503 after
  * REDIS_TIMEOUT_MS) cannot take back a command it already sent. When Redis is
@@ -41,9 +50,16 @@ if deadline > 0 then
   local now = redis.call('TIME')
   if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > deadline then return -2 end
 end
+local n = tonumber(ARGV[3])
 local length = redis.call('LLEN', KEYS[1])
-if length + #ARGV - 2 > tonumber(ARGV[2]) then return -1 end
-return redis.call('LPUSH', KEYS[1], unpack(ARGV, 3))
+if length + n > tonumber(ARGV[2]) then return -1 end
+for i = 4, 3 + n, 1000 do
+  length = redis.call('LPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, 3 + n)))
+end
+for i = 4 + n, 3 + 2 * n, 1000 do
+  redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + 999, 3 + 2 * n)))
+end
+return length
 `;
 
 /**
@@ -84,14 +100,26 @@ return {0, items}
 `;
 
 /**
- * KEYS: consumers, processing, deliveries, dead. ARGV: consumer id, count,
- * from retry ('1' or '0'), dead-letter records…
+ * KEYS: consumers, processing, deliveries, dead, queued ids, dead ids, dead
+ * counts, stats. ARGV: consumer id, count, from retry ('1' or '0'), s, the s ids stored, then
+ * for each dead letter three values: its user id ('' when unknown), its kind,
+ * its JSON record.
  * Acknowledges the oldest `count` items of the processing list (the batch just
  * handled: each fetch pushes at the left, so the oldest batch is at the right)
  * and records its dead letters, in one step. A fenced consumer acknowledges
  * nothing: its items were already handed to others, who will bury them too.
  * An empty processing list means this is a repeat of an acknowledgement that
  * ran but whose reply was lost: it does nothing, so no letter is buried twice.
+ *
+ * The index, in the same step: a stored id leaves the queued set (this runs
+ * only after PostgreSQL committed, so from the moment the id is gone the row
+ * is there: the status lookup reads the index first and PostgreSQL second,
+ * and can never miss a user between the two); a buried id moves from the
+ * queued set to the dead ids with its record, but only if it was queued (an
+ * item pushed without the index, the course's raw LPUSH, leaves nothing
+ * behind). The stored ids leave first, so an id both stored and buried in
+ * one batch (an id clash) reads as stored, which it is. Each dead letter
+ * counts once under its kind, and `stored` counts the rows acknowledged.
  */
 const ACK = `#!lua flags=allow-oom
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
@@ -100,7 +128,22 @@ if ARGV[3] == '1' then
   local item = redis.call('LINDEX', KEYS[2], -1)
   if item then redis.call('HDEL', KEYS[3], redis.sha1hex(item)) end
 end
-if #ARGV > 3 then redis.call('LPUSH', KEYS[4], unpack(ARGV, 4)) end
+local stored = tonumber(ARGV[4])
+if stored > 0 then
+  for i = 5, 4 + stored, 1000 do
+    redis.call('SREM', KEYS[5], unpack(ARGV, i, math.min(i + 999, 4 + stored)))
+  end
+  redis.call('HINCRBY', KEYS[8], 'stored', stored)
+  redis.call('HINCRBY', KEYS[8], 'stored:' .. ARGV[1], stored)
+end
+for i = 5 + stored, #ARGV, 3 do
+  local id, kind, record = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  redis.call('LPUSH', KEYS[4], record)
+  redis.call('HINCRBY', KEYS[7], kind, 1)
+  if id ~= '' and redis.call('SREM', KEYS[5], id) == 1 then
+    redis.call('HSET', KEYS[6], id, record)
+  end
+end
 redis.call('LTRIM', KEYS[2], 0, -tonumber(ARGV[2]) - 1)
 return 1
 `;
@@ -124,12 +167,18 @@ return 1
 `;
 
 /**
- * KEYS: consumers, retry, dead, deliveries. ARGV: processing prefix, heartbeat
- * prefix, max crashes, now (ISO 8601).
+ * KEYS: consumers, retry, dead, deliveries, queued ids, dead ids, dead
+ * counts, stats. ARGV:
+ * processing prefix, heartbeat prefix, max crashes, now (ISO 8601).
  * For every registered consumer whose heartbeat has expired: counts one crash
  * against each item it held, moves the item to the retry list, or to the dead
- * letters once it has crashed `max crashes` consumers, and unregisters the
- * consumer. Returns {recovered, buried, consumers}.
+ * letters (kind `consumer_crashed`) once it has crashed `max crashes`
+ * consumers, and unregisters the consumer (dropping its `stored:<id>`
+ * counter). Returns {recovered, buried, consumers}.
+ *
+ * A retried item stays queued in the index. A buried one is decoded here,
+ * only to find its id (rare, so the JSON decoding is affordable), and moves
+ * from the queued ids to the dead ids if it was queued.
  */
 const RECOVER = `#!lua flags=allow-oom
 local recovered, buried, dead_consumers = 0, 0, 0
@@ -145,11 +194,23 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
       local crashes = redis.call('HINCRBY', KEYS[4], sha, 1)
       if crashes >= max_crashes then
         redis.call('HDEL', KEYS[4], sha)
-        redis.call('LPUSH', KEYS[3], cjson.encode({
+        local ok, decoded = pcall(cjson.decode, item)
+        local user_id = nil
+        if ok and type(decoded) == 'table' and type(decoded.id) == 'string' then
+          user_id = decoded.id
+        end
+        local record = cjson.encode({
           payload = item,
           reason = 'consumer crashed while holding it ' .. crashes .. ' times',
+          kind = 'consumer_crashed',
+          id = user_id,
           dead_at = ARGV[4],
-        }))
+        })
+        redis.call('LPUSH', KEYS[3], record)
+        redis.call('HINCRBY', KEYS[7], 'consumer_crashed', 1)
+        if user_id and redis.call('SREM', KEYS[5], user_id) == 1 then
+          redis.call('HSET', KEYS[6], user_id, record)
+        end
         buried = buried + 1
       else
         redis.call('LPUSH', KEYS[2], item)
@@ -158,16 +219,19 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     end
     redis.call('DEL', processing)
     redis.call('SREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[8], 'stored:' .. id)
   end
 end
 return {recovered, buried, dead_consumers}
 `;
 
 /**
- * KEYS: consumers, heartbeat, processing, queue, deliveries. ARGV: consumer id.
+ * KEYS: consumers, heartbeat, processing, queue, deliveries, stats. ARGV:
+ * consumer id.
  * Graceful exit: returns whatever the consumer still holds to the consuming
  * end of the main list (so it is next out, in its original order) and
- * unregisters the consumer. Returns how many items went back.
+ * unregisters the consumer (dropping its `stored:<id>` counter). Returns how
+ * many items went back; they stay queued in the index.
  *
  * The items' crash counts are cleared: a graceful stop is not a crash, and an
  * item recovered from a crashed consumer and then handed back would otherwise
@@ -184,8 +248,129 @@ if #items > 0 and redis.call('HLEN', KEYS[5]) > 0 then
 end
 redis.call('DEL', KEYS[3], KEYS[2])
 redis.call('SREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[6], 'stored:' .. ARGV[1])
 return #items
 `;
+
+/**
+ * KEYS: dead, queue, queued ids, dead ids, dead counts, deliveries. ARGV:
+ * action (`requeue`
+ * or `purge`), cursor (records already examined and kept, counted from the
+ * oldest end), window (how many records to examine), kind ('' for any), then
+ * user ids (none for any).
+ * One chunk of a requeue or purge: examines the `window` oldest dead letters
+ * not yet examined and takes those that match, in one atomic step. Requeued
+ * payloads go to the left of the main list, oldest first, like new arrivals
+ * (past QUEUE_MAX_LENGTH if need be: they were already in Redis' memory),
+ * with their crash counts cleared and their ids back from the dead ids to the
+ * queued ones; purged ones are dropped with their dead id. Either way the count of their
+ * kind goes down (a kind's field is deleted at zero). Returns {taken, next
+ * cursor, done (1 once the newest record was examined)}.
+ *
+ * Why a cursor from the oldest end: new dead letters arrive at the left, so
+ * positions counted from the right stay put between chunks. The caller loops
+ * until done; an interruption between chunks leaves every record either
+ * still dead or requeued, never both nor neither, and a rerun from cursor 0
+ * just re-examines what it kept. The taken records are removed by
+ * overwriting them with a marker and one LREM from the right, which stops
+ * after the last one: a chunk costs O(cursor + window), so a filtered run over
+ * N dead letters costs O(N²/window) list steps in all (about 5 million for
+ * 100,000, a few hundred ms); taking everything from the oldest end is
+ * O(window) per chunk, with one LTRIM.
+ */
+const DEAD_LETTERS_TAKE = `#!lua flags=allow-oom
+local action, cursor, window, kind = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local wanted = nil
+if #ARGV > 4 then
+  wanted = {}
+  for i = 5, #ARGV do wanted[ARGV[i]] = true end
+end
+local length = redis.call('LLEN', KEYS[1])
+local stop = length - 1 - cursor
+if stop < 0 then return {0, cursor, 1} end
+local start = math.max(0, stop - window + 1)
+local records = redis.call('LRANGE', KEYS[1], start, stop)
+local taken, payloads, counts, marker = {}, {}, {}, '\\0taken'
+local crash_counts = redis.call('HLEN', KEYS[6]) > 0
+for i = #records, 1, -1 do
+  local ok, letter = pcall(cjson.decode, records[i])
+  if not ok or type(letter) ~= 'table' then letter = {} end
+  local letter_kind = type(letter.kind) == 'string' and letter.kind or 'unknown'
+  local id = type(letter.id) == 'string' and letter.id or nil
+  local payload = type(letter.payload) == 'string' and letter.payload or nil
+  local match = (kind == '' or kind == letter_kind) and
+    (wanted == nil or (id ~= nil and wanted[id] == true)) and
+    (action == 'purge' or payload ~= nil)
+  if match then
+    taken[#taken + 1] = start + i - 1
+    counts[letter_kind] = (counts[letter_kind] or 0) + 1
+    if payload then
+      if crash_counts then redis.call('HDEL', KEYS[6], redis.sha1hex(payload)) end
+      if action == 'requeue' then payloads[#payloads + 1] = payload end
+    end
+    if id and redis.call('HDEL', KEYS[4], id) == 1 and action == 'requeue' then
+      redis.call('SADD', KEYS[3], id)
+    end
+  end
+end
+if #taken == #records and stop == length - 1 then
+  if start == 0 then redis.call('DEL', KEYS[1]) else redis.call('LTRIM', KEYS[1], 0, start - 1) end
+elseif #taken > 0 then
+  for _, index in ipairs(taken) do redis.call('LSET', KEYS[1], index, marker) end
+  redis.call('LREM', KEYS[1], -#taken, marker)
+end
+for i = 1, #payloads, 1000 do
+  redis.call('LPUSH', KEYS[2], unpack(payloads, i, math.min(i + 999, #payloads)))
+end
+for counted, n in pairs(counts) do
+  if redis.call('HINCRBY', KEYS[5], counted, -n) <= 0 then redis.call('HDEL', KEYS[5], counted) end
+end
+local done = 0
+if start == 0 then done = 1 end
+return {#taken, cursor + #records - #taken, done}
+`;
+
+/**
+ * KEYS: queue, retry, dead, consumers, dead counts, stats. ARGV: processing
+ * prefix, heartbeat prefix.
+ * Everything `GET /admin/overview` shows, in one read-only step (so it runs on
+ * a full Redis too) that touches no item but the oldest queued one: the
+ * lengths of the lists, the oldest queued item, each registered consumer's
+ * processing length, heartbeat TTL (ms, -2 once expired) and stored counter,
+ * and the dead-letter counts and stats hashes. Returns {queued, retry, dead,
+ * oldest item or false, {id, processing, ttl, stored}…, counts…, stats…}.
+ */
+const OVERVIEW = `#!lua flags=no-writes
+local consumers = {}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+  consumers[#consumers + 1] = {
+    id,
+    redis.call('LLEN', ARGV[1] .. id),
+    redis.call('PTTL', ARGV[2] .. id),
+    redis.call('HGET', KEYS[6], 'stored:' .. id) or '0',
+  }
+end
+return {
+  redis.call('LLEN', KEYS[1]),
+  redis.call('LLEN', KEYS[2]),
+  redis.call('LLEN', KEYS[3]),
+  redis.call('LINDEX', KEYS[1], -1),
+  consumers,
+  redis.call('HGETALL', KEYS[5]),
+  redis.call('HGETALL', KEYS[6]),
+}
+`;
+
+/** The raw reply of the overview script. */
+export type OverviewReply = [
+  number,
+  number,
+  number,
+  string | null,
+  [string, number, number, string][],
+  string[],
+  string[],
+];
 
 /** The raw reply of the fetch script. */
 type FetchReply = -1 | [0 | 1, string[] | string] | [0];
@@ -194,9 +379,11 @@ declare module "ioredis" {
   interface RedisCommander<Context> {
     queueEnqueue(
       queue: string,
+      queuedIds: string,
       deadline: number,
       maxLength: number,
-      ...payloads: string[]
+      count: number,
+      ...payloadsThenIds: string[]
     ): Result<number, Context>;
     queueFetch(
       consumers: string,
@@ -211,10 +398,15 @@ declare module "ioredis" {
       processing: string,
       deliveries: string,
       dead: string,
+      queuedIds: string,
+      deadIds: string,
+      deadCounts: string,
+      stats: string,
       consumerId: string,
       count: number,
       fromRetry: "0" | "1",
-      ...deadRecords: string[]
+      storedCount: number,
+      ...storedIdsThenDeadTriples: string[]
     ): Result<number, Context>;
     queueRegister(
       consumers: string,
@@ -233,6 +425,10 @@ declare module "ioredis" {
       retry: string,
       dead: string,
       deliveries: string,
+      queuedIds: string,
+      deadIds: string,
+      deadCounts: string,
+      stats: string,
       processingPrefix: string,
       heartbeatPrefix: string,
       maxCrashes: number,
@@ -244,18 +440,44 @@ declare module "ioredis" {
       processing: string,
       queue: string,
       deliveries: string,
+      stats: string,
       consumerId: string,
     ): Result<number, Context>;
+    queueDeadLettersTake(
+      dead: string,
+      queue: string,
+      queuedIds: string,
+      deadIds: string,
+      deadCounts: string,
+      deliveries: string,
+      action: "requeue" | "purge",
+      cursor: number,
+      window: number,
+      kind: string,
+      ...ids: string[]
+    ): Result<[number, number, 0 | 1], Context>;
+    queueOverview(
+      queue: string,
+      retry: string,
+      dead: string,
+      consumers: string,
+      deadCounts: string,
+      stats: string,
+      processingPrefix: string,
+      heartbeatPrefix: string,
+    ): Result<OverviewReply, Context>;
   }
 }
 
 /** Registers the queue's scripts as commands on `redis`; idempotent. */
 export function defineQueueScripts(redis: Redis): void {
-  redis.defineCommand("queueEnqueue", { numberOfKeys: 1, lua: ENQUEUE });
+  redis.defineCommand("queueEnqueue", { numberOfKeys: 2, lua: ENQUEUE });
   redis.defineCommand("queueFetch", { numberOfKeys: 4, lua: FETCH });
-  redis.defineCommand("queueAck", { numberOfKeys: 4, lua: ACK });
+  redis.defineCommand("queueAck", { numberOfKeys: 8, lua: ACK });
   redis.defineCommand("queueRegister", { numberOfKeys: 2, lua: REGISTER });
   redis.defineCommand("queueHeartbeat", { numberOfKeys: 2, lua: HEARTBEAT });
-  redis.defineCommand("queueRecover", { numberOfKeys: 4, lua: RECOVER });
-  redis.defineCommand("queueHandBack", { numberOfKeys: 5, lua: HAND_BACK });
+  redis.defineCommand("queueRecover", { numberOfKeys: 8, lua: RECOVER });
+  redis.defineCommand("queueHandBack", { numberOfKeys: 6, lua: HAND_BACK });
+  redis.defineCommand("queueDeadLettersTake", { numberOfKeys: 6, lua: DEAD_LETTERS_TAKE });
+  redis.defineCommand("queueOverview", { numberOfKeys: 6, lua: OVERVIEW });
 }

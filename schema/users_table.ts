@@ -61,3 +61,14 @@ export async function findUser(sql: postgres.Sql, id: string): Promise<StoredUse
     select id, name, enqueued_at, stored_at from users where id = ${id}::uuid`;
   return row;
 }
+
+/**
+ * The `limit` newest stored users, newest first. "Newest" is by id: the API
+ * mints UUIDv7 ids, whose leading bits are the time of acceptance, so the
+ * primary-key index answers this with `limit` index steps whatever the table's
+ * size (an `order by stored_at` would sort the whole table: it has no index).
+ */
+export async function listUsers(sql: postgres.Sql, limit: number): Promise<StoredUser[]> {
+  return await sql<StoredUser[]>`
+    select id, name, enqueued_at, stored_at from users order by id desc limit ${limit}`;
+}

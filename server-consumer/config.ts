@@ -13,6 +13,13 @@ export const consumerVars = {
   ...queueVars,
   ...postgresVars,
   /**
+   * This replica's id in every log record and as the `replica` label of every
+   * metric; empty means the hostname (in compose, the container's id). Set it
+   * where replicas share a host (the native stack: `server-1`, `consumer-2`).
+   */
+  REPLICA_ID: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 of A-Z a-z 0-9 _ . : -")
+    .default(""),
+  /**
    * Port of the consumer's /healthz and /readyz. The API's variable, with the
    * same default: each container has a network namespace of its own.
    */

@@ -28,15 +28,17 @@
  *   acknowledges it.
  *
  * The loop prints nothing: it reports what happens as {@link ConsumerEvent}s,
- * and `main.ts` decides how they are written.
+ * and `main.ts` decides how they are written; what it measures for the
+ * metrics (batch sizes, insert times, latencies, failed calls) it reports as
+ * {@link ConsumerMeasurement}s.
  *
  * @module
  */
 
 import { DeadlineError } from "../queue/deadline.ts";
 import { decodeEnvelope, PoisonMessageError, type UserEnvelope } from "../queue/envelope.ts";
-import type { Batch, DeadLetter } from "../queue/redis_queue.ts";
-import { backoffDelay, Outage, type OutageEvent } from "./backoff.ts";
+import type { Batch, DeadLetter, DeadLetterKind } from "../queue/redis_queue.ts";
+import { backoffDelay, type Dependency, Outage, type OutageEvent } from "./backoff.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { type UserStore, writeUsers } from "./user_writer.ts";
 
@@ -45,7 +47,13 @@ export interface ConsumerQueue {
   register(consumerId: string, ttlMs: number): Promise<void>;
   heartbeat(consumerId: string, ttlMs: number): Promise<boolean>;
   fetch(consumerId: string, max: number): Promise<Batch | undefined>;
-  ack(consumerId: string, batch: Batch, deadLetters: readonly DeadLetter[]): Promise<boolean>;
+  /** `storedIds` are the ids of the rows just committed (they leave the status index). */
+  ack(
+    consumerId: string,
+    batch: Batch,
+    deadLetters: readonly DeadLetter[],
+    storedIds: readonly string[],
+  ): Promise<boolean>;
   recover(maxCrashes: number): Promise<{ recovered: number; buried: number; consumers: number }>;
   handBack(consumerId: string): Promise<number>;
 }
@@ -88,6 +96,30 @@ export type ConsumerEvent =
   /** Could not unregister; whatever it held is recovered once its heartbeat expires. */
   | { readonly event: "hand_back_failed"; readonly consumer_id: string; readonly error: unknown };
 
+/**
+ * What the loop measures, for the metrics (`metrics.ts`): more often, and in
+ * more detail, than is worth a log record.
+ */
+export type ConsumerMeasurement =
+  /** A batch acknowledged (a fenced consumer's batch is measured by whoever acknowledges it). */
+  | {
+    readonly type: "batch_acked";
+    /** Items the batch held, poison included. */
+    readonly items: number;
+    /** True for an item recovered from a crashed consumer. */
+    readonly fromRetry: boolean;
+    /** Rows stored (including redeliveries of rows already there). */
+    readonly stored: number;
+    /** The kind of each item buried. */
+    readonly deadLetters: readonly DeadLetterKind[];
+    /** How long the successful insert took; undefined when nothing was to insert. */
+    readonly insertSeconds: number | undefined;
+    /** For each row stored, the seconds from the API's enqueue to the commit. */
+    readonly latenciesSeconds: readonly number[];
+  }
+  /** A call to Redis or PostgreSQL that failed and will be retried (each one, not an outage's first). */
+  | { readonly type: "call_failed"; readonly dependency: Dependency; readonly error: unknown };
+
 /** What the loop needs; `main.ts` wires the real clients. */
 export interface ConsumerOptions {
   readonly queue: ConsumerQueue;
@@ -106,6 +138,8 @@ export interface ConsumerOptions {
   readonly newId: () => string;
   /** Receives everything worth logging. @default ignores them */
   readonly onEvent?: (event: ConsumerEvent) => void;
+  /** Receives the measurements behind the metrics. @default ignores them */
+  readonly onMeasurement?: (measurement: ConsumerMeasurement) => void;
   /** Time, pauses and timers. @default systemClock */
   readonly clock?: Clock;
   readonly onStep?: (step: Step, batch: Batch) => void;
@@ -174,7 +208,7 @@ export class Consumer {
   #stopTimers: (() => void)[] = [];
 
   constructor(options: ConsumerOptions) {
-    this.#o = { onEvent: () => {}, clock: systemClock, ...options };
+    this.#o = { onEvent: () => {}, onMeasurement: () => {}, clock: systemClock, ...options };
     const outage = { onEvent: this.#o.onEvent, now: () => this.#o.clock.now() };
     this.#redis = new Outage("redis", outage);
     this.#postgres = new Outage("postgres", outage);
@@ -289,6 +323,7 @@ export class Consumer {
     const deadLetters: DeadLetter[] = [];
     const users: UserEnvelope[] = [];
     const payloads: string[] = [];
+    const storedIds: string[] = [];
     const now = new Date(o.clock.now()).toISOString();
     for (const payload of batch.items) {
       try {
@@ -296,25 +331,45 @@ export class Consumer {
         payloads.push(payload);
       } catch (error) {
         if (!(error instanceof PoisonMessageError)) throw error;
-        deadLetters.push({ payload, reason: error.message, dead_at: now });
+        deadLetters.push({ payload, reason: error.message, kind: "invalid_item", dead_at: now });
       }
     }
     let stored = 0;
+    let insertStarted = 0;
+    let committedAt = 0;
+    let insertSeconds: number | undefined;
     if (users.length > 0) {
       const rejected = await this.#retry(
         this.#postgres,
-        () => writeUsers(o.store, users),
+        () => {
+          insertStarted = o.clock.now();
+          return writeUsers(o.store, users);
+        },
         { finishing: true },
       );
+      committedAt = o.clock.now();
+      insertSeconds = (committedAt - insertStarted) / 1_000;
+      const refused = new Set<number>();
       for (const { index, reason, sqlstate } of rejected) {
-        deadLetters.push({ payload: payloads[index]!, reason, sqlstate, dead_at: now });
+        refused.add(index);
+        deadLetters.push({
+          payload: payloads[index]!,
+          reason,
+          // Only the database's data errors carry a SQLSTATE; the writer's other rejects are ids
+          // already stored under another name.
+          kind: sqlstate === undefined ? "id_conflict" : "database_refused",
+          id: users[index]!.id,
+          sqlstate,
+          dead_at: now,
+        });
       }
+      storedIds.push(...users.filter((_, i) => !refused.has(i)).map((user) => user.id));
       stored = users.length - rejected.length;
     }
     o.onStep?.("stored", batch);
     const acked = await this.#retry(
       this.#redis,
-      () => o.queue.ack(this.#id, batch, deadLetters),
+      () => o.queue.ack(this.#id, batch, deadLetters, storedIds),
       { finishing: true },
     );
     if (!acked) {
@@ -327,6 +382,18 @@ export class Consumer {
     this.stats.batches++;
     this.stats.stored += stored;
     this.stats.deadLettered += deadLetters.length;
+    const committed = new Set(storedIds);
+    o.onMeasurement({
+      type: "batch_acked",
+      items: batch.items.length,
+      fromRetry: batch.fromRetry,
+      stored,
+      deadLetters: deadLetters.map(({ kind }) => kind),
+      insertSeconds,
+      latenciesSeconds: users.filter(({ id }) => committed.has(id)).map(({ enqueued_at }) =>
+        (committedAt - enqueued_at) / 1_000
+      ),
+    });
     for (const { reason, sqlstate } of deadLetters) {
       o.onEvent(
         sqlstate === undefined
@@ -399,6 +466,11 @@ export class Consumer {
       } catch (error) {
         if (error instanceof Abandoned) throw error;
         outage.failed(error);
+        this.#o.onMeasurement({
+          type: "call_failed",
+          dependency: outage === this.#postgres ? "postgres" : "redis",
+          error,
+        });
         await clock.sleep(backoffDelay(outage.failures - 1, { maxMs: retryMaxDelayMs }), giveUp);
       }
     }

@@ -6,6 +6,7 @@ import type { Clock } from "./clock.ts";
 import {
   Consumer,
   type ConsumerEvent,
+  type ConsumerMeasurement,
   type ConsumerQueue,
   HAND_BACK_TIMEOUT_MS,
 } from "./consumer.ts";
@@ -93,6 +94,8 @@ class MemoryQueue implements ConsumerQueue {
   readonly members = new Set<string>();
   readonly held = new Map<string, Batch>();
   readonly dead: DeadLetter[] = [];
+  /** The ids acknowledged as stored, in order. */
+  readonly storedIds: string[] = [];
   readonly registered: string[] = [];
   /** Errors the next fetches throw, one per call. */
   readonly fetchFailures: Error[] = [];
@@ -131,11 +134,17 @@ class MemoryQueue implements ConsumerQueue {
     return Promise.resolve(batch);
   }
 
-  ack(consumerId: string, _batch: Batch, deadLetters: readonly DeadLetter[]): Promise<boolean> {
+  ack(
+    consumerId: string,
+    _batch: Batch,
+    deadLetters: readonly DeadLetter[],
+    storedIds: readonly string[],
+  ): Promise<boolean> {
     if (this.frozen) return new Promise(() => {});
     if (!this.members.has(consumerId)) return Promise.resolve(false);
     this.held.delete(consumerId);
     this.dead.push(...deadLetters);
+    this.storedIds.push(...storedIds);
     return Promise.resolve(true);
   }
 
@@ -222,6 +231,7 @@ function setUp(
   const queue = new MemoryQueue();
   const store = new MemoryStore();
   const events: ConsumerEvent[] = [];
+  const measurements: ConsumerMeasurement[] = [];
   let ids = 0;
   // A wait the loop gave up at stop still ends by itself on a real connection;
   // here it ends when the test stops the consumer, so no fake timer is left over.
@@ -240,6 +250,7 @@ function setUp(
     shutdownTimeoutMs: options.shutdownTimeoutMs ?? 20_000,
     newId: () => `c${++ids}`,
     onEvent: (event) => events.push(event),
+    onMeasurement: (measurement) => measurements.push(measurement),
     clock,
   });
   const named = <E extends ConsumerEvent["event"]>(name: E) =>
@@ -252,7 +263,7 @@ function setUp(
     await until(clock, () => ended, "the loop end");
     await stopped;
   };
-  return { clock, queue, store, events, named, consumer, stop };
+  return { clock, queue, store, events, measurements, named, consumer, stop };
 }
 
 Deno.test("Consumer reports consumer_started once registered, and stops its timers on stop", async () => {
@@ -354,6 +365,15 @@ Deno.test("Consumer dead-letters a bad envelope and a row refused for its data, 
     },
   ]);
   assert.deepEqual(queue.dead.map((d) => d.payload), ["{not json", user(2, "bad row")]);
+  // The kinds the dead letters are counted by, the ids the index learns about.
+  assert.deepEqual(queue.dead.map((d) => [d.kind, d.id]), [
+    ["invalid_item", undefined],
+    ["database_refused", "00000000-0000-7000-8000-000000000002"],
+  ]);
+  assert.deepEqual(queue.storedIds, [
+    "00000000-0000-7000-8000-000000000001",
+    "00000000-0000-7000-8000-000000000003",
+  ]);
   assert.deepEqual(consumer.stats, { stored: 2, deadLettered: 2, batches: 1, recovered: 0 });
   // The loop goes on: the next batch is taken as usual.
   queue.push(user(4));
@@ -458,5 +478,34 @@ Deno.test("Consumer dead-letters an item with a field the envelope does not have
   }]);
   assert.deepEqual(queue.dead.map((d) => d.payload), [extra]);
   assert.equal(store.rows.size, 1);
+  await stop();
+});
+
+Deno.test("Consumer measures each acknowledged batch and every failed call, not only an outage's first", async () => {
+  const { clock, queue, store, measurements, consumer, stop } = setUp();
+  store.failures.push(pgError("57P01", "terminating connection"), new Error("timeout"));
+  queue.push(user(1), "{not json", user(2, "bad row"), user(3));
+  void consumer.run();
+  await until(clock, () => consumer.stats.batches === 1, "the batch acknowledged");
+  const failed = measurements.flatMap((m) => m.type === "call_failed" ? [m] : []);
+  assert.deepEqual(failed.map((m) => [m.dependency, (m.error as Error).message]), [
+    ["postgres", "terminating connection"],
+    ["postgres", "timeout"],
+  ]);
+  const acked = measurements.flatMap((m) => m.type === "batch_acked" ? [m] : []);
+  assert.equal(acked.length, 1);
+  const { latenciesSeconds, ...batch } = acked[0]!;
+  assert.deepEqual(batch, {
+    type: "batch_acked",
+    items: 4,
+    fromRetry: false,
+    stored: 2,
+    deadLetters: ["invalid_item", "database_refused"],
+    // The fake clock stands still during an insert.
+    insertSeconds: 0,
+  });
+  // One per row stored, each from its enqueue (time 0 here) to the commit.
+  assert.equal(latenciesSeconds.length, 2);
+  assert.ok(latenciesSeconds.every((s) => s === latenciesSeconds[0] && s >= 0));
   await stop();
 });

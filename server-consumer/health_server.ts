@@ -1,20 +1,36 @@
 /**
  * The consumer's own small HTTP server: `GET /healthz` and `GET /readyz`
- * (`queue/readiness.ts`) for Docker's healthcheck and any orchestrator, on
- * PORT like the API (each container has a network namespace of its own). It
- * knows nothing of the loop: `main.ts` tells the {@linkcode Readiness} when
- * the consumer has migrated and registered, and when it drains.
+ * (`queue/readiness.ts`) for Docker's healthcheck and any orchestrator, and
+ * `GET /metrics` for Prometheus (`metrics.ts`), on PORT like the API (each
+ * container has a network namespace of its own). It knows nothing of the
+ * loop: `main.ts` tells the {@linkcode Readiness} when the consumer has
+ * migrated and registered, and when it drains.
  *
  * @module
  */
 
 import { aliveResponse, type Readiness } from "../queue/readiness.ts";
 
-/** The server's handler: the two probes, and a JSON 404 or 405 for anything else. */
-export function healthHandler(readiness: Readiness): (request: Request) => Promise<Response> {
+/** Options of {@linkcode healthHandler}. */
+export interface HealthHandlerOptions {
+  /** Answers `GET /metrics`. @default no /metrics route */
+  readonly metrics?: () => Promise<Response>;
+}
+
+/**
+ * The server's handler: the two probes, the metrics if given, and a JSON 404
+ * or 405 for anything else.
+ */
+export function healthHandler(
+  readiness: Readiness,
+  options: HealthHandlerOptions = {},
+): (request: Request) => Promise<Response> {
+  const { metrics } = options;
   return async (request) => {
     const { pathname } = new URL(request.url);
-    if (pathname !== "/healthz" && pathname !== "/readyz") {
+    const known = pathname === "/healthz" || pathname === "/readyz" ||
+      (pathname === "/metrics" && metrics !== undefined);
+    if (!known) {
       return Response.json({ error: `no route for ${request.method} ${pathname}` }, {
         status: 404,
       });
@@ -25,12 +41,13 @@ export function healthHandler(readiness: Readiness): (request: Request) => Promi
         headers: { Allow: "GET, HEAD" },
       });
     }
+    if (pathname === "/metrics") return await metrics!();
     return pathname === "/healthz" ? aliveResponse() : await readiness.response();
   };
 }
 
 /** Options of {@linkcode serveHealth}. */
-export interface ServeHealthOptions {
+export interface ServeHealthOptions extends HealthHandlerOptions {
   /** The port; 0 picks a free one. */
   readonly port: number;
   /** @default "0.0.0.0" */
@@ -44,9 +61,9 @@ export function serveHealth(
   readiness: Readiness,
   options: ServeHealthOptions,
 ): Deno.HttpServer<Deno.NetAddr> {
-  const { port, hostname = "0.0.0.0", onListen = () => {} } = options;
+  const { port, hostname = "0.0.0.0", onListen = () => {}, metrics } = options;
   return Deno.serve(
     { port, hostname, onListen: ({ port }) => onListen(port) },
-    healthHandler(readiness),
+    healthHandler(readiness, { metrics }),
   );
 }

@@ -46,3 +46,16 @@ Deno.test("healthHandler() answers other paths 404 and other methods 405, in JSO
   await wrong.body?.cancel();
   assert.equal((await handle(new Request("http://consumer/readyz"))).status, 200);
 });
+
+Deno.test("healthHandler() answers GET /metrics when given metrics", async () => {
+  const handle = healthHandler(new Readiness({}, { timeoutMs: 100 }), {
+    metrics: () => Promise.resolve(new Response("# metrics\n", { headers: { "X-From": "m" } })),
+  });
+  const res = await handle(new Request("http://consumer/metrics"));
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get("X-From"), "m");
+  assert.equal(await res.text(), "# metrics\n");
+  const wrong = await handle(new Request("http://consumer/metrics", { method: "POST" }));
+  assert.equal(wrong.status, 405);
+  await wrong.body?.cancel();
+});

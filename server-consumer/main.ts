@@ -9,6 +9,10 @@
  * hand-back's and the closes' own bounds), inside compose's 30 s grace
  * period, even while Redis or PostgreSQL is down or frozen.
  *
+ * `GET /metrics` on the same port serves its Prometheus metrics and the
+ * queue's (`metrics.ts`); those and every log record carry its replica id
+ * (REPLICA_ID, else the hostname).
+ *
  * `/readyz` answers 200 once the schema is migrated and the consumer has
  * registered (`consumer_started`), while Redis answers PING and PostgreSQL
  * `select 1` within STATEMENT_TIMEOUT_MS, and until it starts stopping.
@@ -22,7 +26,7 @@
  * `unexpected_error` if the loop fails; `leaked_handle` (exit 1) if anything
  * still keeps the process alive after everything was closed.
  *
- * Reads env: PORT, CONSUMER_MODE, BATCH_SIZE, HEARTBEAT_TTL_MS,
+ * Reads env: PORT, REPLICA_ID, CONSUMER_MODE, BATCH_SIZE, HEARTBEAT_TTL_MS,
  * RECOVERY_INTERVAL_MS, MAX_CRASHES, STATEMENT_TIMEOUT_MS,
  * BLOCK_TIMEOUT_SECONDS, RETRY_MAX_DELAY_MS, SHUTDOWN_TIMEOUT_MS,
  * FAULT_CRASH_AT, FAULT_CRASH_ON_NAME, REDIS_URL, QUEUE_NAME,
@@ -41,12 +45,14 @@ import { queueKeys } from "../queue/keys.ts";
 import { Readiness } from "../queue/readiness.ts";
 import { consumerBlockingOptions, consumerCommandOptions } from "../queue/redis_options.ts";
 import { type Batch, RedisQueue } from "../queue/redis_queue.ts";
+import { readQueueStats } from "../queue/queue_stats.ts";
 import { migrate } from "../schema/migrate.ts";
 import { postgresOptions, PostgresSockets } from "../schema/postgres_options.ts";
 import { batchSizeOf, type ConsumerConfig, loadConsumerConfig } from "./config.ts";
 import { Consumer, type Step } from "./consumer.ts";
 import { logConsumerEvent } from "./consumer_log.ts";
 import { serveHealth } from "./health_server.ts";
+import { ConsumerMetrics } from "./metrics.ts";
 import { PostgresStore } from "./postgres_store.ts";
 import { migrateOnStart } from "./startup_migration.ts";
 
@@ -66,15 +72,18 @@ const LEAK_GRACE_MS = 5_000;
  */
 const CLOSE_TIMEOUT_MS = 1_000;
 
-const log = new EventLog("server-consumer");
-
 let config: ConsumerConfig;
 try {
   config = loadConsumerConfig(Deno.env.toObject());
 } catch (error) {
-  log.error("config_invalid", { error, msg: errorText(error) });
+  // REPLICA_ID may be the bad variable: the hostname says which replica failed.
+  new EventLog("server-consumer", { replica: Deno.hostname() })
+    .error("config_invalid", { error, msg: errorText(error) });
   Deno.exit(1);
 }
+// In compose each container's hostname is its id; replicas sharing a host need REPLICA_ID.
+const replica = config.REPLICA_ID || Deno.hostname();
+const log = new EventLog("server-consumer", { replica });
 
 const commands = new Redis(config.REDIS_URL, consumerCommandOptions);
 const blocking = new Redis(config.REDIS_URL, consumerBlockingOptions);
@@ -98,6 +107,7 @@ globalThis.addEventListener("unhandledrejection", (event) => {
 // server would otherwise stay open after end() and keep the process alive.
 const pgSockets = new PostgresSockets(config);
 const keys = queueKeys(config.QUEUE_NAME);
+const queue = new RedisQueue(commands, keys);
 const store = new PostgresStore(
   () =>
     postgres({
@@ -122,11 +132,15 @@ const readiness = new Readiness(
   { redis: () => commands.ping(), postgres: () => store.ping() },
   { timeoutMs: config.STATEMENT_TIMEOUT_MS, starting: "migrating the schema" },
 );
+// The queue's gauges are read at scrape time on the commands connection, which fails fast.
+const metrics = new ConsumerMetrics({ replica, queueStats: () => readQueueStats(commands, queue) });
 let health: Deno.HttpServer;
 try {
   health = serveHealth(readiness, {
     port: config.PORT,
-    onListen: (port) => log.info("listening", { port, msg: `/healthz and /readyz on :${port}` }),
+    metrics: () => metrics.response(),
+    onListen: (port) =>
+      log.info("listening", { port, msg: `/healthz, /readyz and /metrics on :${port}` }),
   });
 } catch (error) {
   log.error("listen_failed", {
@@ -151,7 +165,7 @@ function faultInjection(
 }
 
 const consumer = new Consumer({
-  queue: new RedisQueue(commands, keys),
+  queue,
   waitForItems: (timeoutSeconds) => waitForItems(blocking, { queue: keys.queue, timeoutSeconds }),
   store,
   batchSize: batchSizeOf(config),
@@ -164,8 +178,10 @@ const consumer = new Consumer({
   newId: uuidv7,
   onEvent: (event) => {
     logConsumerEvent(log, event);
+    metrics.onEvent(event);
     if (event.event === "consumer_started") readiness.started();
   },
+  onMeasurement: (measurement) => metrics.onMeasurement(measurement),
   onStep: faultInjection(config),
 });
 

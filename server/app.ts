@@ -1,8 +1,12 @@
 /**
  * The HTTP API: `POST /users` validates a user at the edge, hands it to
  * `accept` (which queues it, or inserts it in direct mode) and answers 202
- * with the id it minted; `GET /users/:id` tells whether the user is stored yet;
- * `GET /healthz` and `GET /readyz` answer the orchestrator (`queue/readiness.ts`).
+ * with the id it minted; `GET /users/:id` tells whether the user is stored,
+ * queued or dead-lettered (`user_status.ts`); `GET /users?limit=N` lists the
+ * newest stored users; `/admin/…` and the `/dashboard` that shows them exist
+ * only with an admin token (`admin_routes.ts`, `dashboard.ts`);
+ * `GET /healthz` and `GET /readyz` answer the orchestrator (`queue/readiness.ts`);
+ * `GET /metrics` answers Prometheus (`metrics.ts`).
  *
  * Every answer other than 2xx is JSON `{"error": "…"}` saying what is wrong;
  * nothing is accepted unless `accept` resolved, so a 202 always means the user
@@ -22,13 +26,21 @@ import { withDeadline } from "../queue/deadline.ts";
 import { aliveResponse, Readiness } from "../queue/readiness.ts";
 import { QueueFullError } from "../queue/redis_queue.ts";
 import type { StoredUser } from "../schema/users_table.ts";
+import { type AdminOptions, adminRoutes, intParam } from "./admin_routes.ts";
+import { dashboardRoutes } from "./dashboard.ts";
+import type { UserStatus } from "./user_status.ts";
+import type { ApiMetrics } from "./metrics.ts";
 
 /** What the app needs from the outside world; `main.ts` wires the real clients. */
 export interface AppOptions {
   /** Durably queues (or stores) a validated user; rejects if it could not. */
   accept(user: UserEnvelope): Promise<void>;
-  /** Looks a user up in the table. */
-  findUser(id: string): Promise<StoredUser | undefined>;
+  /** A user's status (`user_status.ts`); undefined for an id we do not know. */
+  userStatus(id: string): Promise<UserStatus | undefined>;
+  /** The `limit` newest stored users, newest first. */
+  listUsers(limit: number): Promise<StoredUser[]>;
+  /** The `/admin` routes; absent (404) without. @default none */
+  admin?: AdminOptions;
   /**
    * Longest wait for `accept` before answering 503 "queue is unavailable".
    * A bound of the app's own, whatever the client library does with its
@@ -50,6 +62,8 @@ export interface AppOptions {
   onUnexpectedError?(error: unknown): void;
   /** Mints ids. @default uuid v7 */
   newId?: () => string;
+  /** Counts every request and serves `GET /metrics`. @default no metrics, no /metrics route */
+  metrics?: ApiMetrics;
 }
 
 // curl -d sends application/x-www-form-urlencoded; the course's command must
@@ -62,11 +76,16 @@ const ACCEPTED_TYPES = new Set([
 
 const userBody = z.strictObject({ name: z.string() });
 
+/** Most users one `GET /users?limit=N` lists: a page, not an export. */
+export const MAX_LIST_LIMIT = 1_000;
+
 /** Builds the app; no I/O happens here, so tests drive it with `app.request()`. */
 export function createApp(options: AppOptions): Hono {
   const {
     accept,
-    findUser,
+    userStatus,
+    listUsers,
+    admin,
     acceptTimeoutMs = Infinity,
     readiness = new Readiness({}, { timeoutMs: 0 }),
     bodyLimitBytes = 16_384,
@@ -74,8 +93,15 @@ export function createApp(options: AppOptions): Hono {
     onUnavailable = () => {},
     onUnexpectedError = () => {},
     newId = uuidv7,
+    metrics,
   } = options;
   const app = new Hono();
+
+  if (metrics !== undefined) {
+    // First, so that it times the whole answer and sees every request, matched or not.
+    app.use(metrics.middleware);
+    app.get("/metrics", () => metrics.response());
+  }
 
   app.get("/healthz", () => aliveResponse());
   app.get("/readyz", () => readiness.response());
@@ -118,12 +144,23 @@ export function createApp(options: AppOptions): Hono {
   app.get("/users/:id", async (c) => {
     const id = c.req.param("id").toLowerCase();
     if (!isUuid(id)) throw new HTTPException(400, { message: "id must be a UUID" });
-    const user = await findUser(id);
-    if (user === undefined) {
-      throw new HTTPException(404, { message: "no stored user with this id (yet)" });
+    const status = await userStatus(id);
+    if (status === undefined) {
+      throw new HTTPException(404, { message: "no user with this id was accepted" });
     }
-    return c.json(user);
+    return c.json(status);
   });
+
+  app.get("/users", async (c) => {
+    const limit = intParam(c.req.query("limit"), "limit", 1, MAX_LIST_LIMIT, 20);
+    return c.json({ users: await listUsers(limit) });
+  });
+
+  if (admin !== undefined) {
+    app.route("/admin", adminRoutes(admin));
+    // The dashboard shows the admin routes' data, so it exists with them (`dashboard.ts`).
+    app.route("/", dashboardRoutes());
+  }
 
   app.on(["PUT", "PATCH", "DELETE"], "/users", (c) => {
     c.header("Allow", "POST");

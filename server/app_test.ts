@@ -6,6 +6,13 @@ import { QueueFullError } from "../queue/redis_queue.ts";
 import { createApp } from "./app.ts";
 
 const ID = "01934d5e-7b7c-7a1e-9c3f-1a2b3c4d5e6f";
+const ADA = { id: ID, name: "Ada", enqueued_at: new Date(0), stored_at: new Date(1) };
+
+/** The reads of an app whose tests do not read users. */
+const NO_USERS = {
+  userStatus: () => Promise.resolve(undefined),
+  listUsers: () => Promise.resolve([]),
+};
 
 /** An app whose queue is an array, plus what it accepted. */
 function fakeApp(accept?: (user: UserEnvelope) => Promise<void>) {
@@ -15,12 +22,8 @@ function fakeApp(accept?: (user: UserEnvelope) => Promise<void>) {
       accepted.push(user);
       return Promise.resolve();
     }),
-    findUser: (id) =>
-      Promise.resolve(
-        id === ID
-          ? { id, name: "Ada", enqueued_at: new Date(0), stored_at: new Date(1) }
-          : undefined,
-      ),
+    userStatus: (id) => Promise.resolve(id === ID ? { status: "stored", ...ADA } : undefined),
+    listUsers: (limit) => Promise.resolve([ADA].slice(0, limit)),
     bodyLimitBytes: 1024,
     newId: () => ID,
   });
@@ -126,7 +129,7 @@ Deno.test("createApp() answers 503 with Retry-After when Redis fails", async () 
   const failures: unknown[] = [];
   const app = createApp({
     accept: () => Promise.reject(new Error("Connection is closed.")),
-    findUser: () => Promise.resolve(undefined),
+    ...NO_USERS,
     onUnavailable: (error) => failures.push(error),
   });
   const res = await app.request("/users", post('{"name":"Ada"}'));
@@ -140,7 +143,7 @@ Deno.test("createApp() answers 503 within acceptTimeoutMs when the queue never a
   const failures: unknown[] = [];
   const app = createApp({
     accept: () => new Promise(() => {}),
-    findUser: () => Promise.resolve(undefined),
+    ...NO_USERS,
     acceptTimeoutMs: 30,
     onUnavailable: (error) => failures.push(error),
   });
@@ -160,7 +163,7 @@ Deno.test("createApp() answers /healthz 200 and /readyz as its readiness says", 
   }, { timeoutMs: 100 });
   const app = createApp({
     accept: () => Promise.resolve(),
-    findUser: () => Promise.resolve(undefined),
+    ...NO_USERS,
     readiness,
   });
   assert.deepEqual(await (await app.request("/healthz")).json(), { status: "alive" });
@@ -186,7 +189,7 @@ Deno.test("createApp() mints a distinct UUIDv7 per request by default", async ()
   const accepted: UserEnvelope[] = [];
   const app = createApp({
     accept: (user) => Promise.resolve(void accepted.push(user)),
-    findUser: () => Promise.resolve(undefined),
+    ...NO_USERS,
   });
   await app.request("/users", post('{"name":"a"}'));
   await app.request("/users", post('{"name":"b"}'));
@@ -200,7 +203,9 @@ Deno.test("createApp() reports a stored user, 404 for an unknown one, 400 for a 
   const { app } = fakeApp();
   const found = await app.request(`/users/${ID}`);
   assert.equal(found.status, 200);
-  assert.equal((await found.json()).name, "Ada");
+  const body = await found.json();
+  assert.equal(body.status, "stored");
+  assert.equal(body.name, "Ada");
   assert.equal((await app.request("/users/01934d5e-0000-7a1e-9c3f-1a2b3c4d5e6f")).status, 404);
   assert.equal((await app.request("/users/nope")).status, 400);
 });
@@ -217,7 +222,8 @@ Deno.test("createApp() answers 500 to an unexpected error and reports it", async
   const bug = new TypeError("Cannot read properties of undefined");
   const app = createApp({
     accept: () => Promise.resolve(),
-    findUser: () => Promise.reject(bug),
+    userStatus: () => Promise.reject(bug),
+    listUsers: () => Promise.resolve([]),
     onUnexpectedError: (error) => reported.push(error),
   });
   const res = await app.request(`/users/${ID}`);
@@ -250,4 +256,53 @@ Deno.test("createApp() answers 400 to a body that is not valid UTF-8", async () 
   assert.equal(res.status, 400);
   assert.match((await res.json()).error, /UTF-8/);
   assert.equal(accepted.length, 0);
+});
+
+Deno.test("createApp() answers a queued or dead user's status with 200", async () => {
+  const dead = {
+    status: "dead",
+    id: ID,
+    kind: "database_refused",
+    reason: "database refused the row: boom",
+    dead_at: "2025-01-01T00:00:00.000Z",
+  } as const;
+  let status: "queued" | "dead" = "queued";
+  const app = createApp({
+    accept: () => Promise.resolve(),
+    userStatus: (id) => Promise.resolve(status === "queued" ? { status, id } : dead),
+    listUsers: () => Promise.resolve([]),
+  });
+  assert.deepEqual(await (await app.request(`/users/${ID}`)).json(), { status: "queued", id: ID });
+  status = "dead";
+  const res = await app.request(`/users/${ID}`);
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), dead);
+});
+
+Deno.test("createApp() lists the newest users with limit 20 by default, 400 for a bad limit", async () => {
+  const limits: number[] = [];
+  const app = createApp({
+    accept: () => Promise.resolve(),
+    userStatus: () => Promise.resolve(undefined),
+    listUsers: (limit) => Promise.resolve(void limits.push(limit)).then(() => [ADA]),
+  });
+  const res = await app.request("/users");
+  assert.equal(res.status, 200);
+  assert.deepEqual((await res.json()).users.map((u: { id: string }) => u.id), [ID]);
+  assert.equal((await app.request("/users?limit=1000")).status, 200);
+  assert.deepEqual(limits, [20, 1000]);
+  for (const bad of ["0", "1001", "-1", "ten", "1.5", ""]) {
+    const refused = await app.request(`/users?limit=${bad}`);
+    assert.equal(refused.status, 400, `limit=${bad}`);
+    assert.match((await refused.json()).error, /limit must be a whole number from 1 to 1000/);
+  }
+  assert.deepEqual(limits, [20, 1000]);
+});
+
+Deno.test("createApp() has no /admin routes without admin options", async () => {
+  const { app } = fakeApp();
+  const res = await app.request("/admin/overview", {
+    headers: { Authorization: "Bearer anything-at-all-here" },
+  });
+  assert.equal(res.status, 404);
 });

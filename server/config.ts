@@ -12,6 +12,13 @@ import { postgresVars } from "../schema/postgres_options.ts";
 export const serverVars = {
   ...queueVars,
   ...postgresVars,
+  /**
+   * This replica's id in every log record and as the `replica` label of every
+   * metric; empty means the hostname (in compose, the container's id). Set it
+   * where replicas share a host (the native stack: `server-1`, `consumer-2`).
+   */
+  REPLICA_ID: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 of A-Z a-z 0-9 _ . : -")
+    .default(""),
   /** Port the HTTP server listens on (Traefik forwards to it). */
   PORT: intVar(1, 65_535).default(8000),
   /**
@@ -32,6 +39,15 @@ export const serverVars = {
    * its 1 s timeout, and a margin, within compose's 30 s stop_grace_period.
    */
   SHUTDOWN_DRAIN_MS: intVar(0, 20_000).default(3_000),
+  /**
+   * Bearer token of the `/admin/…` routes (dead letters, overview); empty
+   * means those routes do not exist. At least 16 characters: it guards
+   * requeue and purge.
+   */
+  ADMIN_TOKEN: z.string().min(16, "must be at least 16 characters").regex(
+    /^[\x21-\x7e]+$/,
+    "must be printable ASCII without spaces (it travels in a header)",
+  ).default(""),
 };
 
 /** The API's parsed configuration. */

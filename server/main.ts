@@ -16,8 +16,14 @@
  * drain begins), `stopped`, and `config_invalid` before exiting 1 on a bad
  * variable.
  *
+ * `GET /metrics` serves its Prometheus metrics (`metrics.ts`); those and every
+ * log record carry its replica id (REPLICA_ID, else the hostname).
+ *
+ * With ADMIN_TOKEN set it also serves the `/admin/…` routes (dead letters,
+ * overview; `admin_routes.ts`) to requests bearing that token.
+ *
  * Reads env: PORT, API_MODE, BODY_LIMIT_BYTES, REDIS_URL, REDIS_TIMEOUT_MS,
- * SHUTDOWN_DRAIN_MS, QUEUE_NAME, QUEUE_MAX_LENGTH, PGHOST, PGPORT, PGUSER,
+ * SHUTDOWN_DRAIN_MS, REPLICA_ID, ADMIN_TOKEN, QUEUE_NAME, QUEUE_MAX_LENGTH, PGHOST, PGPORT, PGUSER,
  * PGPASSWORD, PGDATABASE.
  *
  * @module
@@ -26,26 +32,32 @@
 import { Redis } from "ioredis";
 import postgres from "postgres";
 import { withDeadline } from "../queue/deadline.ts";
-import { encodeEnvelope } from "../queue/envelope.ts";
+import { DeadLetters } from "../queue/dead_letters.ts";
 import { errorText, EventLog } from "../queue/event_log.ts";
 import { queueKeys } from "../queue/keys.ts";
 import { Readiness } from "../queue/readiness.ts";
 import { apiRedisOptions } from "../queue/redis_options.ts";
+import { readOverview } from "../queue/overview.ts";
 import { RedisQueue } from "../queue/redis_queue.ts";
 import { postgresOptions, PostgresSockets } from "../schema/postgres_options.ts";
-import { findUser, insertUsers } from "../schema/users_table.ts";
+import { findUser, insertUsers, listUsers } from "../schema/users_table.ts";
 import { createApp } from "./app.ts";
 import { loadServerConfig, type ServerConfig } from "./config.ts";
-
-const log = new EventLog("server");
+import { ApiMetrics } from "./metrics.ts";
+import { userStatusReader } from "./user_status.ts";
 
 let config: ServerConfig;
 try {
   config = loadServerConfig(Deno.env.toObject());
 } catch (error) {
-  log.error("config_invalid", { error, msg: errorText(error) });
+  // REPLICA_ID may be the bad variable: the hostname says which replica failed.
+  new EventLog("server", { replica: Deno.hostname() })
+    .error("config_invalid", { error, msg: errorText(error) });
   Deno.exit(1);
 }
+// In compose each container's hostname is its id; replicas sharing a host need REPLICA_ID.
+const replica = config.REPLICA_ID || Deno.hostname();
+const log = new EventLog("server", { replica });
 
 const redis = new Redis(config.REDIS_URL, apiRedisOptions(config.REDIS_TIMEOUT_MS));
 // ioredis emits an error per failed reconnect; one record per outage is enough.
@@ -87,13 +99,24 @@ const readiness = new Readiness(
 
 const app = createApp({
   accept: queueMode
-    ? async (user) => void await queue.enqueue(config.QUEUE_MAX_LENGTH, encodeEnvelope(user))
+    ? async (user) => void await queue.enqueue(config.QUEUE_MAX_LENGTH, user)
     : async (user) => void await insertUsers(sql, [user]),
   // The direct mode is the course's baseline, measured as it is: no bound of ours.
   acceptTimeoutMs: queueMode ? config.REDIS_TIMEOUT_MS : Infinity,
   readiness,
-  findUser: (id) => findUser(sql, id),
+  // The direct mode writes no index: the table alone says whether a user is stored.
+  userStatus: userStatusReader({
+    indexed: queueMode ? (id) => queue.indexed(id) : undefined,
+    findUser: (id) => findUser(sql, id),
+  }),
+  listUsers: (limit) => listUsers(sql, limit),
+  admin: config.ADMIN_TOKEN === "" ? undefined : {
+    token: config.ADMIN_TOKEN,
+    deadLetters: new DeadLetters(redis, queue.keys),
+    overview: () => readOverview(redis, queue.keys),
+  },
   bodyLimitBytes: config.BODY_LIMIT_BYTES,
+  metrics: new ApiMetrics({ replica }),
   onUnexpectedError: (error) =>
     log.error("unexpected_error", {
       error,

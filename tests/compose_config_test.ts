@@ -24,6 +24,7 @@ const ALL_SERVICES = [
   "server-consumer",
   "redis",
   "database",
+  "prometheus",
   "k6-tests",
 ];
 /** The long-running services that must scale with `--scale NAME=N`. */
@@ -59,10 +60,23 @@ interface Service {
   volumes?: Volume[];
   environment?: Record<string, string | null>;
   labels?: Record<string, string>;
-  deploy?: { replicas?: number };
+  deploy?: { replicas?: number; endpoint_mode?: string };
   depends_on?: Record<string, Dependency>;
   healthcheck?: { test?: string[] };
   restart?: string;
+}
+
+/** One `dns_sd_configs` entry of prometheus/prometheus.yml. */
+interface DnsSdConfig {
+  names: string[];
+  type: string;
+  port: number;
+}
+
+/** One `scrape_configs` entry of prometheus/prometheus.yml. */
+interface ScrapeConfig {
+  job_name: string;
+  dns_sd_configs?: DnsSdConfig[];
 }
 
 interface ComposeConfig {
@@ -188,7 +202,7 @@ function scriptOf(task: string): string {
   return scripts.at(-1)!;
 }
 
-Deno.test("compose.yaml defines the six services", async () => {
+Deno.test("compose.yaml defines the seven services", async () => {
   const config = await loadComposeConfig();
   assert.deepEqual(Object.keys(config.services).sort(), [...ALL_SERVICES].sort());
 });
@@ -398,5 +412,55 @@ Deno.test("redis runs redis/redis.conf from the path its command names", async (
   assert.equal(
     Deno.realPathSync(mount.source),
     Deno.realPathSync(join(ROOT, "redis", "redis.conf")),
+  );
+});
+
+Deno.test(
+  "prometheus mounts prometheus/ read-only and finds every replica of both services by DNS on PORT",
+  async () => {
+    const prometheus = await service("prometheus");
+    const mount = prometheus.volumes?.find((volume) => volume.target === "/etc/prometheus");
+    assert.ok(mount?.source, "prometheus mounts nothing at /etc/prometheus");
+    assert.equal(Deno.realPathSync(mount.source), Deno.realPathSync(join(ROOT, "prometheus")));
+    assert.equal(mount.read_only, true);
+    assert.ok(
+      prometheus.ports?.some((port) => port.target === 9090 && port.published === "9090"),
+      `prometheus ports: ${JSON.stringify(prometheus.ports)}`,
+    );
+    const config = parseYaml(
+      await Deno.readTextFile(join(ROOT, "prometheus", "prometheus.yml")),
+    );
+    // A job per replicated service, named after it, asking compose's (and Swarm's) DNS for
+    // every replica's address on the port the replicas listen on.
+    const port = Number(projectEnv().PORT);
+    const jobs = new Map<string, unknown>(
+      config.scrape_configs.map((job: ScrapeConfig) => [job.job_name, job.dns_sd_configs]),
+    );
+    assert.deepEqual([...jobs.keys()].sort(), [...REPLICATED_SERVICES].sort());
+    for (const name of REPLICATED_SERVICES) {
+      const [sd] = jobs.get(name) as DnsSdConfig[];
+      assert.deepEqual(jobs.get(name), [{ ...sd, names: [name], type: "A", port }], name);
+      // Under Swarm the name returns every task's address only with DNS round robin.
+      assert.equal((await service(name)).deploy?.endpoint_mode, "dnsrr", name);
+    }
+  },
+);
+
+Deno.test("promtool check config accepts prometheus/prometheus.yml", async () => {
+  const output = await new Deno.Command("promtool", {
+    args: ["check", "config", "prometheus/prometheus.yml"],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+  }).output().catch((error) => {
+    throw new Error("Cannot run promtool: install Debian's prometheus (./stack test does)", {
+      cause: error,
+    });
+  });
+  const decoder = new TextDecoder();
+  assert.equal(
+    output.code,
+    0,
+    decoder.decode(output.stdout) + decoder.decode(output.stderr),
   );
 });

@@ -1,8 +1,8 @@
 /**
  * One `docker compose` project of the repo's own compose.yaml on the real Docker engine, driven
  * the way users drive it: `docker compose up`, `run`, `restart`, `stop`, `down`. Only the project
- * name (so a run never touches a user's own stack) and the published port (`HTTP_PORT`, when 8000
- * is taken) differ from what the README shows.
+ * name (so a run never touches a user's own stack) and the published ports (`HTTP_PORT` and
+ * `PROMETHEUS_PORT`, when 8000 or 9090 is taken) differ from what the README shows.
  *
  * A crash is modelled as one: SIGKILL to the container's main process from the host, after which
  * `restart: unless-stopped` brings it back (Docker treats `docker kill` as an operator's stop and
@@ -11,6 +11,7 @@
  * @module
  */
 
+import { freePort } from "../tools/harness/ports.ts";
 import { REPO_DIR } from "../tools/harness/repo.ts";
 import { waitFor } from "../tools/harness/wait.ts";
 import type { Row } from "./delivery_check.ts";
@@ -105,14 +106,22 @@ export function ok(what: string, result: CommandResult): CommandResult {
   return result;
 }
 
+/** Options of {@linkcode ComposeProject}. */
+export interface ComposeProjectOptions {
+  /** The host port Prometheus is published on. @default a free port */
+  prometheusPort?: number;
+}
+
 /** A compose project of compose.yaml under its own name, publishing Traefik on `port`. */
 export class ComposeProject {
   readonly name: string;
   readonly port: number;
+  readonly prometheusPort: number;
 
-  constructor(name: string, port: number) {
+  constructor(name: string, port: number, options: ComposeProjectOptions = {}) {
     this.name = name;
     this.port = port;
+    this.prometheusPort = options.prometheusPort ?? freePort();
   }
 
   /** Where Traefik answers on the host. */
@@ -120,10 +129,20 @@ export class ComposeProject {
     return `http://127.0.0.1:${this.port}`;
   }
 
-  /** `docker compose -p <name> …` with HTTP_PORT set, as a user would type it. */
+  /** Where Prometheus's UI and HTTP API answer on the host. */
+  get prometheusUrl(): string {
+    return `http://127.0.0.1:${this.prometheusPort}`;
+  }
+
+  /** The published ports, as compose.yaml reads them from the environment. */
+  get env(): Record<string, string> {
+    return { HTTP_PORT: String(this.port), PROMETHEUS_PORT: String(this.prometheusPort) };
+  }
+
+  /** `docker compose -p <name> …` with the published ports set, as a user would type it. */
   compose(args: readonly string[], options: { stdin?: string } = {}): Promise<CommandResult> {
     return run("docker", ["compose", "-p", this.name, ...args], {
-      env: { HTTP_PORT: String(this.port) },
+      env: this.env,
       stdin: options.stdin,
     });
   }

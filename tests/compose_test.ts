@@ -2,7 +2,8 @@
  * The compose path, run for real: the repo's compose.yaml on the Docker engine `./stack test`
  * starts, driven with the commands the README gives users. The tests share one project and run in
  * file order, each a step users take: up, the course's curl, the course's k6 scripts, scaling,
- * restarts, crashes under load, stop, down and up again. The last test removes everything the
+ * restarts, crashes under load, stop, down and up again. Prometheus is checked where it is cheap:
+ * it scrapes every replica after up and after scaling, and counts what the consumers stored. The last test removes everything the
  * project made (containers, network, volumes) and checks that nothing is left.
  *
  * Needs `docker` with the compose plugin and an engine answering; without one the first test fails
@@ -17,6 +18,7 @@ import { delay, waitFor } from "../tools/harness/wait.ts";
 import { checkDelivery, deliveryHeld, describeProblems, type Row } from "./delivery_check.ts";
 import type { Outcome } from "./fault_load.ts";
 import { ComposeProject, ok, run } from "./compose_project.ts";
+import { waitForStored, waitForTargets } from "./prometheus_api.ts";
 
 const project = new ComposeProject(`upl${Deno.pid}`, freePort());
 /** What each test printed as its figures, repeated at the end. */
@@ -96,13 +98,21 @@ Deno.test({
     const containers = await project.containers();
     const running = containers.filter((c) => c.state === "running");
     assert.equal(running.length, containers.length, JSON.stringify(containers));
-    const expected = ["database", "k6-tests", "redis", "server", "server", "server-consumer"]
-      .concat(["server-consumer", "traefik"]);
+    const expected = ["database", "k6-tests", "prometheus", "redis", "server", "server"]
+      .concat(["server-consumer", "server-consumer", "traefik"]);
     assert.deepEqual(containers.map((c) => c.service).sort(), expected);
     for (const c of containers.filter((c) => c.health !== "")) {
       assert.equal(c.health, "healthy", `${c.name} is ${c.health}`);
     }
-    note(`compose up --build --wait: ${containers.length} containers healthy in ${up.ms} ms`);
+    // Prometheus finds the replicas by DNS on its own (prometheus/prometheus.yml).
+    const targetsMs = await waitForTargets(project.prometheusUrl, {
+      server: 2,
+      "server-consumer": 2,
+    });
+    note(
+      `compose up --build --wait: ${containers.length} containers healthy in ${up.ms} ms; ` +
+        `Prometheus scraped all 4 replicas ${targetsMs} ms later`,
+    );
   },
 });
 
@@ -177,6 +187,13 @@ Deno.test({
     const report = checkDelivery(outcomes, await project.rows("scaled"));
     assert.ok(deliveryHeld(report), describeProblems(report));
     assert.equal(report.indeterminate, 0);
+    // The new replicas are Prometheus targets too, and their counts reach it: the consumers'
+    // counters (never reset in this project so far) add up to at least this load's users.
+    const targetsMs = await waitForTargets(project.prometheusUrl, {
+      server: 4,
+      "server-consumer": 3,
+    });
+    const counted = await waitForStored(project.prometheusUrl, report.accepted);
     // Each POST carries ~200 bytes; Traefik's health checks a few hundred bytes a second. A
     // replica that got a fair share of 3,000 posts received far more than a tenth of it.
     const fairShare = received.reduce((a, b) => a + b, 0) / servers.length;
@@ -197,7 +214,8 @@ Deno.test({
     note(
       `scaled 4 APIs × 3 consumers: ${accounting(outcomes, outcomes.length)}; bytes received ` +
         `per API ${received.map((b) => `${Math.round(b / 1024)} KiB`).join(", ")}; stored per ` +
-        `consumer ${storedBy.join(", ")} (consumers stopped in ${stop.ms} ms)`,
+        `consumer ${storedBy.join(", ")} (consumers stopped in ${stop.ms} ms); Prometheus ` +
+        `scraped all 7 replicas (${targetsMs} ms) and counted ${counted} users stored`,
     );
   },
 });

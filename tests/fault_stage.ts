@@ -531,6 +531,12 @@ export class Stage implements AsyncDisposable {
     );
     assert.deepEqual(await this.processingKeys(), []);
     assert.equal(await redis.hlen(this.keys.deliveries), 0, "crash counts left behind");
+    // The status index moves with the items: once every list is empty, no user is still queued.
+    assert.equal(
+      await redis.scard(this.keys.queuedIds),
+      0,
+      "users left queued in the status index",
+    );
     return report;
   }
 

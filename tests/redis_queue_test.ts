@@ -5,7 +5,6 @@
 
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import { encodeEnvelope } from "../queue/envelope.ts";
 import { queueKeys } from "../queue/keys.ts";
 import { RedisQueue } from "../queue/redis_queue.ts";
 import { startRedis } from "../tools/harness/services.ts";
@@ -22,14 +21,12 @@ Deno.test("RedisQueue.handBack() clears the crash counts of the items it returns
   try {
     const keys = queueKeys("handback");
     const queue = new RedisQueue(redis, keys);
-    const items = ["a", "b"].map((name, i) =>
-      encodeEnvelope({
-        id: `01934d5e-7b7c-7a1e-9c3f-00000000000${i}`,
-        name,
-        enqueued_at: 1,
-      })
-    );
-    await queue.enqueue(10, ...items);
+    const users = ["a", "b"].map((name, i) => ({
+      id: `01934d5e-7b7c-7a1e-9c3f-00000000000${i}`,
+      name,
+      enqueued_at: 1,
+    }));
+    await queue.enqueue(10, ...users);
     // A consumer takes both and crashes: its heartbeat is gone.
     await queue.register("crashed", 60_000);
     await queue.fetch("crashed", 10);

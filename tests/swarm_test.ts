@@ -3,7 +3,8 @@
  * `docker stack deploy -c compose.yaml` (with Traefik's Swarm configuration), then what an
  * operator does: a user posted and stored, `docker service scale`, a rolling update of the API
  * under k6 load with no failed request, and `docker stack rm` with users still queued, which the
- * next deploy drains. The tests run in file order on one stack; the last removes the stack, its
+ * next deploy drains. Prometheus, deployed from the same file, is checked to scrape every replica
+ * after the scale. The tests run in file order on one stack; the last removes the stack, its
  * volumes and the swarm this file made.
  *
  * @module
@@ -21,12 +22,14 @@ import {
   run,
 } from "./compose_project.ts";
 import { checkDelivery, deliveryHeld, describeProblems } from "./delivery_check.ts";
+import { waitForStored, waitForTargets } from "./prometheus_api.ts";
 
 const STACK = `uplswarm${Deno.pid}`;
 const port = freePort();
 const url = `http://127.0.0.1:${port}`;
 // Builds the images under the names compose.yaml gives them; Swarm runs them from there.
 const builder = new ComposeProject(STACK, port);
+const prometheusUrl = builder.prometheusUrl;
 const summary: string[] = [];
 let swarmCreated = false;
 let deployFailed: Error | undefined;
@@ -43,7 +46,7 @@ function requireDeploy(): void {
 /** `docker stack deploy` of compose.yaml with Traefik's Swarm configuration and our port. */
 function deploy() {
   return run("docker", ["stack", "deploy", "--detach=true", "-c", "compose.yaml", STACK], {
-    env: { TRAEFIK_CONFIG: "traefik-swarm.yml", HTTP_PORT: String(port) },
+    env: { ...builder.env, TRAEFIK_CONFIG: "traefik-swarm.yml" },
   });
 }
 
@@ -184,7 +187,14 @@ Deno.test({
       const build = ok("docker compose build", await builder.compose(["build"]));
       const started = Date.now();
       ok("docker stack deploy", await deploy());
-      await waitForTasks({ traefik: 1, server: 2, "server-consumer": 2, redis: 1, database: 1 });
+      await waitForTasks({
+        traefik: 1,
+        server: 2,
+        "server-consumer": 2,
+        redis: 1,
+        database: 1,
+        prometheus: 1,
+      });
       await waitFor("the API through Traefik", ready, { timeoutMs: 120_000, intervalMs: 500 });
       note(
         `swarm: images built in ${build.ms} ms; deployed and ready through Traefik in ` +
@@ -236,8 +246,14 @@ Deno.test({
     const report = checkDelivery(outcomes, await rows("scaled"));
     assert.ok(deliveryHeld(report), describeProblems(report));
     assert.equal(report.accepted, outcomes.length, "every request answered 202");
+    // The same prometheus.yml as under compose: Swarm's DNS answers the service name with every
+    // task's address (dnsrr), so the third replica is a target without anything else.
+    const targetsMs = await waitForTargets(prometheusUrl, { server: 3, "server-consumer": 2 });
+    const counted = await waitForStored(prometheusUrl, report.accepted);
     note(
-      `swarm: scaled to 3 API replicas in ${ms} ms; ${report.accepted} of ${outcomes.length} accepted and stored`,
+      `swarm: scaled to 3 API replicas in ${ms} ms; ${report.accepted} of ${outcomes.length} ` +
+        `accepted and stored; Prometheus scraped all 5 replicas (${targetsMs} ms) and counted ` +
+        `${counted} users stored`,
     );
   },
 });

@@ -165,7 +165,9 @@ export async function timeDrain(
       new RedisQueue(services.redis, queueKeys(staging)),
       setup.users,
     );
-    await services.redis.rename(staging, name);
+    // The status index moves with the backlog, so the consumers keep it as they do in production.
+    await services.redis.multi().rename(staging, name)
+      .rename(queueKeys(staging).queuedIds, queue.keys.queuedIds).exec();
     await waitFor("the first batch to be taken", async () => {
       alive();
       return (await services.redis.llen(name)) < setup.users;
@@ -201,7 +203,13 @@ export async function timeDrain(
   } finally {
     await Promise.all(samplers.map((s) => s.stop()));
     await Promise.all(consumers.map((c) => c.stop()));
-    await services.redis.del(name, staging);
+    await services.redis.del(
+      name,
+      staging,
+      queue.keys.queuedIds,
+      queueKeys(staging).queuedIds,
+      queue.keys.stats,
+    );
   }
 }
 

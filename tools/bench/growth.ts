@@ -8,7 +8,6 @@
  * @module
  */
 
-import { encodeEnvelope } from "../../queue/envelope.ts";
 import { queueKeys } from "../../queue/keys.ts";
 import { RedisQueue } from "../../queue/redis_queue.ts";
 import { delay, waitFor } from "../harness/wait.ts";
@@ -112,7 +111,7 @@ async function overloadApi(
     const probe = Math.max(500, Math.min(5_000, plan.overloadMaxLength));
     const before = await services.rowCount();
     const probeStart = performance.now();
-    await queue.enqueue(100_000_000, ...benchUsers(probe).map(encodeEnvelope));
+    await queue.enqueue(100_000_000, ...benchUsers(probe));
     await waitFor("the probe to be stored", async () => {
       if (!consumer.process.running) throw new Error(`consumer exited:\n${consumer.output.tail()}`);
       return (await services.rowCount()) - before >= probe;

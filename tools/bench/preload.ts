@@ -9,7 +9,7 @@
  */
 
 import { v7 as uuidv7 } from "uuid";
-import { encodeEnvelope, type UserEnvelope } from "../../queue/envelope.ts";
+import type { UserEnvelope } from "../../queue/envelope.ts";
 import type { RedisQueue } from "../../queue/redis_queue.ts";
 
 /** `count` users named `bench user <n>`, enqueued now. */
@@ -47,7 +47,7 @@ export async function preloadQueue(
       const first = next;
       const size = Math.min(chunk, count - first);
       next += size;
-      await queue.enqueue(NO_BOUND, ...benchUsers(size, first).map(encodeEnvelope));
+      await queue.enqueue(NO_BOUND, ...benchUsers(size, first));
     }
   };
   await Promise.all(Array.from({ length: inFlight }, worker));

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { decodeEnvelope, encodeEnvelope } from "../../queue/envelope.ts";
+import { decodeEnvelope, encodeEnvelope, type UserEnvelope } from "../../queue/envelope.ts";
 import type { RedisQueue } from "../../queue/redis_queue.ts";
 import { benchUsers, preloadQueue } from "./preload.ts";
 
@@ -11,15 +11,15 @@ Deno.test("benchUsers() makes valid, distinct envelopes", () => {
 });
 
 Deno.test("preloadQueue() pushes every user once, in chunks", async () => {
-  const pushes: string[][] = [];
+  const pushes: UserEnvelope[][] = [];
   const queue = {
-    enqueue: (_max: number, ...payloads: string[]) => {
-      pushes.push(payloads);
+    enqueue: (_max: number, ...users: UserEnvelope[]) => {
+      pushes.push(users);
       return Promise.resolve(pushes.flat().length);
     },
   } as unknown as RedisQueue;
   await preloadQueue(queue, 2_500, { chunk: 1_000, inFlight: 2 });
   assert.deepEqual(pushes.map((p) => p.length).sort(), [1_000, 1_000, 500]);
-  const names = new Set(pushes.flat().map((p) => decodeEnvelope(p).name));
+  const names = new Set(pushes.flat().map((user) => user.name));
   assert.equal(names.size, 2_500);
 });

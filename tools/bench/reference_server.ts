@@ -18,7 +18,8 @@ const bodyLimitBytes = Number(Deno.env.get("BODY_LIMIT_BYTES") ?? "16384");
 
 const app = createApp({
   accept: () => Promise.resolve(),
-  findUser: () => Promise.resolve(undefined),
+  userStatus: () => Promise.resolve(undefined),
+  listUsers: () => Promise.resolve([]),
   bodyLimitBytes,
 });
 

@@ -205,6 +205,10 @@ export interface StartTestStackOptions {
   consumers?: number;
   /** How long a replica gets to stop before SIGKILL. @default 30_000 */
   stopTimeoutMs?: number;
+  /** Whether Prometheus runs too (`./stack up` runs it; few tests need it). @default false */
+  prometheus?: boolean;
+  /** Variables set over project.env's for every service (ADMIN_TOKEN, say). @default {} */
+  env?: Readonly<Record<string, string>>;
 }
 
 /** Starts the whole native stack on free ports with its state in a temp dir. */
@@ -213,19 +217,20 @@ export async function startTestStack(options: StartTestStackOptions = {}): Promi
   const stateDir = await makeServiceDir("stack-");
   const output = new OutputBuffer();
   const servers = options.servers ?? 2;
-  const [http = 0, postgres = 0, redis = 0, ...replicas] = freePorts(
-    3 + servers + (options.consumers ?? 2),
+  const [http = 0, postgres = 0, redis = 0, prometheus = 0, ...replicas] = freePorts(
+    4 + servers + (options.consumers ?? 2),
   );
   const stack = new NativeStack({
     repoDir: REPO_DIR,
     stateDir,
-    projectEnv: projectEnv(),
+    projectEnv: { ...projectEnv(), ...options.env },
     ports: {
       http,
       postgres,
       redis,
       api: replicas.slice(0, servers),
       consumers: replicas.slice(servers),
+      prometheus: options.prometheus ? prometheus : undefined,
     },
     postgresBinDir: Deno.env.get("STACK_PG_BIN_DIR") || undefined,
     output: output.sink,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds, under the exact tags compose.yaml and the Dockerfiles name, local stand-ins for the base
-# images no registry can give us here: denoland/deno:2.9.6, redis:7.0, postgres:17, traefik:v3.6
-# and grafana/k6:1.8.1. Each is the real program on a Debian root filesystem made by mmdebstrap
-# from the machine's apt mirror (bookworm; trixie for PostgreSQL 17). Sourced by ./stack
+# images no registry can give us here: denoland/deno:2.9.6, redis:7.0, postgres:17, traefik:v3.6,
+# prom/prometheus:v2.42.0 and grafana/k6:1.8.1. Each is the real program on a Debian root
+# filesystem made by mmdebstrap from the machine's apt mirror (bookworm; trixie for PostgreSQL
+# 17). Sourced by ./stack
 # (`./stack images`, and the compose tests); runnable alone: tools/images/build.sh.
 #
 # Every image is labelled with a hash of what it was built from, and rebuilt only when that
@@ -87,6 +88,7 @@ build_standin_images() {
   build_standin redis:7.0 redis
   build_standin postgres:17 postgres
   build_standin traefik:v3.6 traefik "$TOOLS_BIN/traefik"
+  build_standin prom/prometheus:v2.42.0 prometheus
   build_standin "grafana/k6:${K6_VERSION#v}" k6 "$(command -v k6)"
   images_note "stand-in images ready in $((SECONDS - started))s"
 }

@@ -7,9 +7,9 @@
  * Reads project.env (beside this folder), and from the environment:
  * STACK_DIR (default .stack), STACK_HTTP_PORT (8000), STACK_PG_PORT (55432),
  * STACK_REDIS_PORT (56379), STACK_API_BASE_PORT (58101), STACK_CONSUMER_BASE_PORT
- * (58201) and STACK_PG_BIN_DIR
+ * (58201), STACK_PROMETHEUS_PORT (59090) and STACK_PG_BIN_DIR
  * (default: the newest /usr/lib/postgresql/N/bin). Expects redis-server,
- * traefik and deno on PATH, which `./stack` arranges.
+ * traefik, prometheus and deno on PATH, which `./stack` arranges.
  *
  * @module
  */
@@ -64,6 +64,7 @@ async function main(): Promise<number> {
       redis: config.redisPort,
       api: replicaPorts(config.apiBasePort, config.servers),
       consumers: replicaPorts(config.consumerBasePort, config.consumers),
+      prometheus: config.prometheusPort,
     },
     postgresBinDir: config.postgresBinDir,
   });

@@ -21,6 +21,8 @@ export interface StackConfig {
   readonly postgresPort: number;
   /** Redis's port. */
   readonly redisPort: number;
+  /** Prometheus's UI and HTTP API. */
+  readonly prometheusPort: number;
   /** The first API replica's port; the others follow it. */
   readonly apiBasePort: number;
   /** The first consumer's port (its /healthz and /readyz); the others follow it. */
@@ -43,6 +45,8 @@ export const STACK_DEFAULTS = {
   postgresPort: 55432,
   /** STACK_REDIS_PORT */
   redisPort: 56379,
+  /** STACK_PROMETHEUS_PORT: compose publishes 9090, which a local Prometheus often has. */
+  prometheusPort: 59090,
   /** STACK_API_BASE_PORT */
   apiBasePort: 58101,
   /** STACK_CONSUMER_BASE_PORT: a hundred above the APIs', more than MAX_REPLICAS apart. */
@@ -128,6 +132,7 @@ export function parseStackConfig(
     httpPort: setting("STACK_HTTP_PORT", STACK_DEFAULTS.httpPort),
     postgresPort: setting("STACK_PG_PORT", STACK_DEFAULTS.postgresPort),
     redisPort: setting("STACK_REDIS_PORT", STACK_DEFAULTS.redisPort),
+    prometheusPort: setting("STACK_PROMETHEUS_PORT", STACK_DEFAULTS.prometheusPort),
     apiBasePort,
     consumerBasePort,
     postgresBinDir: env.STACK_PG_BIN_DIR || undefined,

@@ -20,6 +20,7 @@ Deno.test("parseStackConfig() reads the STACK_* variables and treats empty as un
     STACK_HTTP_PORT: "18000",
     STACK_PG_PORT: "",
     STACK_REDIS_PORT: "16379",
+    STACK_PROMETHEUS_PORT: "19090",
     STACK_API_BASE_PORT: "18101",
     STACK_CONSUMER_BASE_PORT: "18201",
     STACK_PG_BIN_DIR: "/opt/pg/bin",
@@ -28,6 +29,7 @@ Deno.test("parseStackConfig() reads the STACK_* variables and treats empty as un
   assert.equal(config.httpPort, 18000);
   assert.equal(config.postgresPort, STACK_DEFAULTS.postgresPort);
   assert.equal(config.redisPort, 16379);
+  assert.equal(config.prometheusPort, 19090);
   assert.equal(config.apiBasePort, 18101);
   assert.equal(config.consumerBasePort, 18201);
   assert.equal(config.postgresBinDir, "/opt/pg/bin");

@@ -4,11 +4,13 @@
  * broken one stops the stack at once; each consumer would apply it too), then
  * the API replicas and the consumers, each ready once its `/readyz` answers
  * 200, then Traefik in front of the replicas, health-checking them on
- * `/readyz` every second as compose's labels have it. Every
+ * `/readyz` every second as compose's labels have it, and Prometheus scraping
+ * every replica's `/metrics` (when given a port). Every
  * process that dies without being asked to is restarted (compose's
  * `restart: unless-stopped`). {@linkcode NativeStack.stop} stops them in
  * dependency order so nothing accepted is lost: the API and the consumers
- * first (they finish or hand back what they hold), then Traefik, then Redis
+ * first (they finish or hand back what they hold), then Traefik and
+ * Prometheus, then Redis
  * (a clean shutdown flushes the AOF, so what is still queued is drained on
  * the next start), then PostgreSQL.
  *
@@ -21,6 +23,7 @@ import { isPortFree } from "../harness/ports.ts";
 import { ServiceProcess, signalGroup } from "../harness/service_process.ts";
 import { waitForHttp } from "../harness/wait.ts";
 import { PostgresServer, serverUser, userCanSearch } from "./postgres_server.ts";
+import { nativePrometheusConfig, targetGroups, targetsFile } from "./prometheus_config.ts";
 import { RedisServer } from "./redis_server.ts";
 import { nativeStaticConfig, routesConfig } from "./traefik_config.ts";
 
@@ -36,13 +39,18 @@ export interface StackPorts {
   api: readonly number[];
   /** One per consumer (its /healthz and /readyz); their number is the number of consumers. */
   consumers: readonly number[];
+  /** Prometheus's UI and HTTP API; without it no Prometheus runs. */
+  prometheus?: number;
 }
 
 /** Options of {@linkcode startStack}. */
 export interface StackOptions {
-  /** The repo root: deno.json, project.env, redis/redis.conf, traefik/traefik.yml. */
+  /**
+   * The repo root: deno.json, project.env, redis/redis.conf, traefik/traefik.yml,
+   * prometheus/prometheus.yml.
+   */
   repoDir: string;
-  /** Where the data, the generated Traefik files and stack.json go; created if missing. */
+  /** Where the data, the generated Traefik and Prometheus files and stack.json go; created if missing. */
   stateDir: string;
   /** project.env, parsed; only hosts and ports are overridden. */
   projectEnv: Readonly<Record<string, string>>;
@@ -85,6 +93,8 @@ export interface StackState {
   };
   redis: { port: number; pid: number | undefined; url: string; dir: string };
   traefik: { pid: number | undefined; configFile: string };
+  /** Absent when the stack runs no Prometheus. */
+  prometheus?: { port: number; url: string; pid: number | undefined; configFile: string };
   servers: { name: string; port: number; pid: number | undefined; restarts: number }[];
   consumers: { name: string; port: number; pid: number | undefined; restarts: number }[];
 }
@@ -149,6 +159,9 @@ export function checkPortsFree(ports: StackPorts): void {
     ["Redis", ports.redis],
     ...ports.api.map((port, index): [string, number] => [`server-${index + 1}`, port]),
     ...ports.consumers.map((port, index): [string, number] => [`consumer-${index + 1}`, port]),
+    ...(ports.prometheus === undefined
+      ? []
+      : [["Prometheus", ports.prometheus] as [string, number]]),
   ];
   const seen = new Map<number, string>();
   for (const [name, port] of named) {
@@ -200,6 +213,10 @@ export class NativeStack implements AsyncDisposable {
   redis: RedisServer | undefined;
   /** Traefik, once started. */
   traefik: ServiceProcess | undefined;
+  /** Prometheus, once started; never when `ports.prometheus` is undefined. */
+  prometheus: ServiceProcess | undefined;
+  /** `http://127.0.0.1:<prometheus port>`, or undefined when the stack runs no Prometheus. */
+  readonly prometheusUrl: string | undefined;
 
   readonly #options: StackOptions;
   readonly #output: LineSink;
@@ -217,9 +234,13 @@ export class NativeStack implements AsyncDisposable {
     this.ports = options.ports;
     this.url = `http://127.0.0.1:${options.ports.http}`;
     this.env = serviceEnv(options.projectEnv, options.ports);
+    this.prometheusUrl = options.ports.prometheus === undefined
+      ? undefined
+      : `http://127.0.0.1:${options.ports.prometheus}`;
     const names = [
       "postgres",
       "traefik",
+      ...(this.prometheusUrl === undefined ? [] : ["prometheus"]),
       "migrate",
       `server-${options.ports.api.length}`,
       `consumer-${options.ports.consumers.length}`,
@@ -251,6 +272,7 @@ export class NativeStack implements AsyncDisposable {
       postgres,
       this.redis?.process,
       this.traefik,
+      this.prometheus,
       ...this.servers,
       ...this.consumers,
     ];
@@ -287,11 +309,19 @@ export class NativeStack implements AsyncDisposable {
         ),
       );
       this.#checkNotStopping();
-      await this.#startTraefik();
-      await waitForHttp(`${this.url}/readyz`, {
-        timeoutMs: readyTimeoutMs,
-        alive: () => this.traefik?.running ?? false,
-      });
+      await Promise.all([this.#startTraefik(), this.#startPrometheus()]);
+      await Promise.all([
+        waitForHttp(`${this.url}/readyz`, {
+          timeoutMs: readyTimeoutMs,
+          alive: () => this.traefik?.running ?? false,
+        }),
+        this.prometheusUrl === undefined
+          ? undefined
+          : waitForHttp(`${this.prometheusUrl}/-/ready`, {
+            timeoutMs: readyTimeoutMs,
+            alive: () => this.prometheus?.running ?? false,
+          }),
+      ]);
       this.#checkNotStopping();
       this.#ready = true;
       await this.#writeState();
@@ -397,7 +427,8 @@ export class NativeStack implements AsyncDisposable {
         ...common,
         name: `server-${index + 1}`,
         args: ["task", "server"],
-        env: { ...this.env, PORT: String(port) },
+        // REPLICA_ID is the `replica` label of its metrics; in a container, the hostname is.
+        env: { ...this.env, PORT: String(port), REPLICA_ID: `server-${index + 1}` },
       });
       this.servers.push(server);
       server.start();
@@ -407,7 +438,7 @@ export class NativeStack implements AsyncDisposable {
         ...common,
         name: `consumer-${index + 1}`,
         args: ["task", "consumer"],
-        env: { ...this.env, PORT: String(port) },
+        env: { ...this.env, PORT: String(port), REPLICA_ID: `consumer-${index + 1}` },
       });
       this.consumers.push(consumer);
       consumer.start();
@@ -445,6 +476,63 @@ export class NativeStack implements AsyncDisposable {
     this.traefik.start();
   }
 
+  /**
+   * Prometheus on loopback with its configuration, its targets files and its
+   * data in `<stateDir>/prometheus`; the data stays, like Redis's and
+   * PostgreSQL's, so a restarted stack keeps its history.
+   */
+  async #startPrometheus(): Promise<void> {
+    const port = this.ports.prometheus;
+    if (port === undefined) return;
+    const { repoDir, stateDir } = this.#options;
+    const prometheusDir = `${stateDir}/prometheus`;
+    const targetsDir = `${prometheusDir}/targets`;
+    await Deno.mkdir(targetsDir, { recursive: true });
+    await Deno.mkdir(`${prometheusDir}/data`, { recursive: true });
+    const absoluteTargetsDir = await Deno.realPath(targetsDir);
+    const source = parse(await Deno.readTextFile(`${repoDir}/prometheus/prometheus.yml`));
+    const { config, jobs } = nativePrometheusConfig(source, absoluteTargetsDir);
+    // The jobs of prometheus/prometheus.yml are compose's service names.
+    const replicaPorts: Record<string, readonly number[]> = {
+      server: this.ports.api,
+      "server-consumer": this.ports.consumers,
+    };
+    for (const job of jobs) {
+      const ports = replicaPorts[job];
+      if (ports === undefined) {
+        throw new TypeError(
+          `Cannot start Prometheus as a job of prometheus/prometheus.yml is not a service of the native stack: current value is ${
+            JSON.stringify(job)
+          }`,
+        );
+      }
+      await writeFileAtomically(
+        targetsFile(absoluteTargetsDir, job),
+        JSON.stringify(targetGroups(ports), null, 2) + "\n",
+      );
+    }
+    const header = "# Generated by tools/stack/ from prometheus/prometheus.yml on every start.\n";
+    const configFile = `${prometheusDir}/prometheus.yml`;
+    await writeFileAtomically(configFile, header + stringify(config));
+    this.prometheus = new ServiceProcess({
+      name: "prometheus",
+      command: "prometheus",
+      args: [
+        `--config.file=${await Deno.realPath(configFile)}`,
+        `--storage.tsdb.path=${await Deno.realPath(`${prometheusDir}/data`)}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+        // Its startup and compaction notes would drown the replicas' lines; warnings still show.
+        "--log.level=warn",
+      ],
+      cwd: prometheusDir,
+      output: this.#output,
+      log: this.#log,
+      restart: "unless-stopped",
+      onStart: () => this.#scheduleStateWrite(),
+    });
+    this.prometheus.start();
+  }
+
   #announce(): void {
     const { http, postgres, redis, api, consumers } = this.ports;
     const log = this.#log;
@@ -458,6 +546,9 @@ export class NativeStack implements AsyncDisposable {
     );
     log(`PostgreSQL on 127.0.0.1:${postgres} (./stack psql), data in ${this.#dataDir}`);
     log(`Redis on 127.0.0.1:${redis} (./stack redis-cli)`);
+    if (this.prometheusUrl !== undefined) {
+      log(`Prometheus on ${this.prometheusUrl}, scraping every replica's /metrics`);
+    }
     log(`load test: ./stack k6 <script>.js (BASE_URL=http://127.0.0.1:${http})`);
     log("Ctrl-C stops everything; what is still queued stays in Redis for the next start");
   }
@@ -483,6 +574,12 @@ export class NativeStack implements AsyncDisposable {
         dir: `${stateDir}/redis`,
       },
       traefik: { pid: this.traefik?.pid, configFile: `${stateDir}/traefik/traefik.yml` },
+      prometheus: this.ports.prometheus === undefined ? undefined : {
+        port: this.ports.prometheus,
+        url: this.prometheusUrl ?? "",
+        pid: this.prometheus?.pid,
+        configFile: `${stateDir}/prometheus/prometheus.yml`,
+      },
       servers: this.servers.map((server, index) => ({
         name: server.name,
         port: this.ports.api[index] ?? 0,
@@ -529,10 +626,13 @@ export class NativeStack implements AsyncDisposable {
         step(process.name, () => process.stop({ signal: "SIGTERM", timeoutMs: stopTimeoutMs }))
       ),
     );
-    const traefik = this.traefik;
-    if (traefik) {
-      await step("traefik", () => traefik.stop({ signal: "SIGTERM", timeoutMs: 15_000 }));
-    }
+    // Prometheus last scraped the replicas as they stopped; it keeps nothing the pipeline needs.
+    const [traefik, prometheus] = [this.traefik, this.prometheus];
+    await Promise.all([
+      traefik && step("traefik", () => traefik.stop({ signal: "SIGTERM", timeoutMs: 15_000 })),
+      prometheus &&
+      step("prometheus", () => prometheus.stop({ signal: "SIGTERM", timeoutMs: 15_000 })),
+    ]);
     const redis = this.redis;
     if (redis) await step("redis", () => redis.stop());
     const postgres = this.postgres;

@@ -42,6 +42,11 @@ Deno.test("checkPortsFree() names a port that two processes would share", () => 
     () => checkPortsFree({ http: 1, postgres: 2, redis: 3, api: [4], consumers: [5, 4] }),
     /consumer-2 and server-1 would share a port: current value is 4$/,
   );
+  assert.throws(
+    () =>
+      checkPortsFree({ http: 1, postgres: 2, redis: 3, api: [4], consumers: [], prometheus: 1 }),
+    /Prometheus and Traefik \(http\) would share a port: current value is 1$/,
+  );
 });
 
 Deno.test("checkPortsFree() names a port another program listens on", () => {

@@ -1,0 +1,152 @@
+/**
+ * The dead letters as an operator handles them: list them newest first with
+ * their counts by kind, requeue them (all, one kind, or given user ids) once
+ * whatever buried them is fixed, or purge them. Used by the API's admin
+ * routes (`server/admin_routes.ts`) and by `./stack dlq` (`tools/stack/dlq.ts`).
+ *
+ * Requeuing and purging run as a loop of chunks, each one atomic script step
+ * (`DEAD_LETTERS_TAKE` in `scripts.ts`): an interruption between two chunks
+ * leaves every letter either still dead or requeued (or purged), never both
+ * and never neither, so running the same command again finishes the job.
+ *
+ * @module
+ */
+
+import type { Redis } from "ioredis";
+import type { QueueKeys } from "./keys.ts";
+import type { DeadLetter } from "./redis_queue.ts";
+import { defineQueueScripts } from "./scripts.ts";
+
+/** Which dead letters a requeue or purge takes; every one when both are absent. */
+export interface DeadLetterFilter {
+  /** Only letters of this kind (`DEAD_LETTER_KINDS`, `unknown` for records without one). */
+  readonly reason?: string;
+  /** Only letters of these user ids. */
+  readonly ids?: readonly string[];
+}
+
+/** One page of dead letters, newest first, and the counts of all of them. */
+export interface DeadLetterPage {
+  /** How many dead letters there are. */
+  readonly total: number;
+  /** How many of each kind (kinds with none are absent). */
+  readonly byReason: Readonly<Record<string, number>>;
+  readonly offset: number;
+  /** The letters at `offset`…, decoded; a record that is not JSON comes back as its text. */
+  readonly letters: readonly (DeadLetter | { readonly raw: string })[];
+}
+
+/** Options of {@linkcode DeadLetters.requeue} and {@linkcode DeadLetters.purge}. */
+export interface TakeOptions {
+  /**
+   * Records examined per script step: a step holds Redis for about a
+   * millisecond per 1,000, so 1,000 keeps every other client's wait short.
+   * @default 1000
+   */
+  readonly chunk?: number;
+  /** Called after each step with the letters taken so far and the step count. */
+  readonly onProgress?: (taken: number, steps: number) => void;
+  /** Stops between two steps (what was taken stays taken). */
+  readonly signal?: AbortSignal;
+}
+
+/** The largest page {@linkcode DeadLetters.list} returns. */
+export const MAX_PAGE = 1_000;
+
+/** The dead letters of one queue. */
+export class DeadLetters {
+  readonly #redis: Redis;
+  readonly #keys: QueueKeys;
+
+  constructor(redis: Redis, keys: QueueKeys) {
+    defineQueueScripts(redis);
+    this.#redis = redis;
+    this.#keys = keys;
+  }
+
+  /**
+   * `limit` letters from `offset`, newest first, with the total and the counts
+   * by kind: O(offset + limit), whatever the number of letters.
+   */
+  async list(offset = 0, limit = 20): Promise<DeadLetterPage> {
+    if (!Number.isInteger(offset) || offset < 0) {
+      throw new RangeError(`Cannot list dead letters from offset ${offset}: it must be ≥ 0`);
+    }
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) {
+      throw new RangeError(
+        `Cannot list ${limit} dead letters: the limit must be between 1 and ${MAX_PAGE}`,
+      );
+    }
+    const [[, total], [, counts], [, records]] = (await this.#redis.multi()
+      .llen(this.#keys.dead)
+      .hgetall(this.#keys.deadCounts)
+      .lrange(this.#keys.dead, offset, offset + limit - 1)
+      .exec()) as [[null, number], [null, Record<string, string>], [null, string[]]];
+    return {
+      total,
+      byReason: Object.fromEntries(Object.entries(counts).map(([kind, n]) => [kind, Number(n)])),
+      offset,
+      letters: records.map(decodeRecord),
+    };
+  }
+
+  /**
+   * Moves the matching letters back to the main list (crash counts cleared,
+   * index back to queued); resolves with how many were requeued. Everything
+   * takes O(letters); one kind, or given ids, examines every letter (the list
+   * is indexed by neither), O(N²/chunk) list steps over N letters in all —
+   * about a second for 100,000 (an admin operation, in 1,000-record steps
+   * that never hold Redis long).
+   */
+  requeue(filter: DeadLetterFilter = {}, options: TakeOptions = {}): Promise<number> {
+    return this.#take("requeue", filter, options);
+  }
+
+  /** Deletes the matching letters (and their index entries); resolves with how many. */
+  purge(filter: DeadLetterFilter = {}, options: TakeOptions = {}): Promise<number> {
+    return this.#take("purge", filter, options);
+  }
+
+  async #take(
+    action: "requeue" | "purge",
+    filter: DeadLetterFilter,
+    { chunk = 1_000, onProgress, signal }: TakeOptions,
+  ): Promise<number> {
+    const ids = filter.ids ?? [];
+    if (filter.ids !== undefined && ids.length === 0) return 0;
+    let cursor = 0;
+    let taken = 0;
+    let steps = 0;
+    for (;;) {
+      signal?.throwIfAborted();
+      const [n, next, done] = await this.#redis.queueDeadLettersTake(
+        this.#keys.dead,
+        this.#keys.queue,
+        this.#keys.queuedIds,
+        this.#keys.deadIds,
+        this.#keys.deadCounts,
+        this.#keys.deliveries,
+        action,
+        cursor,
+        chunk,
+        filter.reason ?? "",
+        ...ids,
+      );
+      taken += n;
+      cursor = next;
+      steps++;
+      onProgress?.(taken, steps);
+      if (done === 1) return taken;
+    }
+  }
+}
+
+function decodeRecord(record: string): DeadLetter | { raw: string } {
+  try {
+    const letter = JSON.parse(record);
+    if (typeof letter === "object" && letter !== null) return letter as DeadLetter;
+  } catch {
+    // Not JSON: someone pushed it by hand; show it as it is.
+  }
+  return { raw: record };
+}

@@ -1,0 +1,63 @@
+/**
+ * How the queue is doing, read from Redis for the metrics: the size of every
+ * list ({@linkcode RedisQueue.depth}) and the age of the oldest item waiting
+ * in the main list and in the retry list, the number to alert on (a backlog
+ * that drains is fine; one whose oldest item keeps ageing is not).
+ *
+ * Reading the oldest item is O(1) whatever the backlog: the API pushes at the
+ * left and consumers take from the right (a handed-back item is pushed back at
+ * the right, as the first to take), so the oldest is `LINDEX <list> -1`, and
+ * its envelope says when the API enqueued it.
+ *
+ * @module
+ */
+
+import type { Redis } from "ioredis";
+import type { QueueDepth, RedisQueue } from "./redis_queue.ts";
+
+/** The lists whose oldest item is timed. */
+export type WaitingList = "queued" | "retry";
+
+/** A snapshot of the queue. */
+export interface QueueStats {
+  readonly depth: QueueDepth;
+  /**
+   * Seconds since the API enqueued the oldest item of each list: 0 for an
+   * empty list, `undefined` when that item is not an envelope (poison, whose
+   * age is unknown; it is dead-lettered when taken).
+   */
+  readonly oldestAgeSeconds: Readonly<Record<WaitingList, number | undefined>>;
+}
+
+/** Reads the queue's depth and the age of its oldest items, `now` being ms since the epoch. */
+export async function readQueueStats(
+  redis: Redis,
+  queue: Pick<RedisQueue, "depth" | "keys">,
+  now: number = Date.now(),
+): Promise<QueueStats> {
+  const [depth, oldestQueued, oldestRetry] = await Promise.all([
+    queue.depth(),
+    redis.lindex(queue.keys.queue, -1),
+    redis.lindex(queue.keys.retry, -1),
+  ]);
+  return {
+    depth,
+    oldestAgeSeconds: { queued: ageOf(oldestQueued, now), retry: ageOf(oldestRetry, now) },
+  };
+}
+
+/**
+ * The age in seconds of an item (0 for none), or `undefined` when it carries
+ * no `enqueued_at`. Never negative: the API's clock may run ahead of ours.
+ */
+export function ageOf(item: string | null, now: number): number | undefined {
+  if (item === null) return 0;
+  let enqueuedAt: unknown;
+  try {
+    enqueuedAt = (JSON.parse(item) as { enqueued_at?: unknown } | null)?.enqueued_at;
+  } catch {
+    return undefined;
+  }
+  if (typeof enqueuedAt !== "number" || !Number.isFinite(enqueuedAt)) return undefined;
+  return Math.max(0, now - enqueuedAt) / 1_000;
+}

@@ -1,0 +1,143 @@
+/**
+ * The operator's routes, mounted under `/admin` by `createApp` only when
+ * ADMIN_TOKEN is set (otherwise they do not exist: 404):
+ *
+ * - `GET /admin/overview`: the queue at a glance (`queue/overview.ts`);
+ * - `GET /admin/dead-letters?offset=&limit=`: dead letters, newest first, with
+ *   the counts by kind;
+ * - `POST /admin/dead-letters/requeue` and `POST /admin/dead-letters/purge`
+ *   with a JSON body `{}` (every letter), `{"reason": kind}` and/or
+ *   `{"ids": [user id…]}` (`queue/dead_letters.ts`).
+ *
+ * Every request must carry `Authorization: Bearer <ADMIN_TOKEN>`, else 401
+ * with `WWW-Authenticate`. The token is compared in constant time, as SHA-256
+ * digests (equal lengths, whatever was sent), so the time an answer takes
+ * says nothing about how much of a guess was right.
+ *
+ * @module
+ */
+
+import { createHash, timingSafeEqual } from "node:crypto";
+import { Hono } from "@hono/hono";
+import { HTTPException } from "@hono/hono/http-exception";
+import { z } from "zod";
+import type { DeadLetterFilter, DeadLetterPage } from "../queue/dead_letters.ts";
+import { MAX_PAGE } from "../queue/dead_letters.ts";
+import { isUuid } from "../queue/envelope.ts";
+import type { Overview } from "../queue/overview.ts";
+import { DEAD_LETTER_KINDS } from "../queue/redis_queue.ts";
+
+/** The dead-letter operations the routes use; `DeadLetters` provides them. */
+export interface DeadLetterAdmin {
+  list(offset: number, limit: number): Promise<DeadLetterPage>;
+  requeue(filter: DeadLetterFilter): Promise<number>;
+  purge(filter: DeadLetterFilter): Promise<number>;
+}
+
+/** What the admin routes need; `main.ts` wires them when ADMIN_TOKEN is set. */
+export interface AdminOptions {
+  /** The bearer token every request must carry (ADMIN_TOKEN). */
+  readonly token: string;
+  readonly deadLetters: DeadLetterAdmin;
+  readonly overview: () => Promise<Overview>;
+}
+
+/** Most ids one request may name: the script receives them as arguments. */
+const MAX_IDS = 10_000;
+
+const filterBody = z.strictObject({
+  reason: z.string().refine((kind) => DEAD_LETTER_KINDS.includes(kind), {
+    message: `reason must be one of ${DEAD_LETTER_KINDS.join(", ")}`,
+  }).optional(),
+  ids: z.array(
+    z.string().transform((id) => id.toLowerCase()).refine(isUuid, {
+      message: "ids must be UUIDs",
+    }),
+  ).min(1, "ids must not be empty").max(MAX_IDS, `ids must hold at most ${MAX_IDS}`)
+    .optional(),
+});
+
+function digest(text: string): Buffer {
+  return createHash("sha256").update(text).digest();
+}
+
+/** The admin routes, to mount with `app.route("/admin", adminRoutes(…))`. */
+export function adminRoutes(options: AdminOptions): Hono {
+  const { deadLetters, overview } = options;
+  const expected = digest(options.token);
+  const app = new Hono();
+
+  app.use("*", async (c, next) => {
+    const match = /^Bearer +(\S+) *$/i.exec(c.req.header("Authorization") ?? "");
+    if (match === null || !timingSafeEqual(digest(match[1]!), expected)) {
+      c.header("WWW-Authenticate", 'Bearer realm="admin"');
+      throw new HTTPException(401, { message: "admin routes need Authorization: Bearer <token>" });
+    }
+    await next();
+    c.header("Cache-Control", "no-store");
+  });
+
+  app.get("/overview", async (c) => c.json(await overview()));
+
+  app.get("/dead-letters", async (c) => {
+    const offset = intParam(c.req.query("offset"), "offset", 0, Number.MAX_SAFE_INTEGER, 0);
+    const limit = intParam(c.req.query("limit"), "limit", 1, MAX_PAGE, 20);
+    const page = await deadLetters.list(offset, limit);
+    return c.json({
+      total: page.total,
+      by_reason: page.byReason,
+      offset: page.offset,
+      letters: page.letters,
+    });
+  });
+
+  app.post("/dead-letters/requeue", async (c) => {
+    const requeued = await deadLetters.requeue(await readFilter(c.req.text()));
+    return c.json({ requeued });
+  });
+
+  app.post("/dead-letters/purge", async (c) => {
+    const purged = await deadLetters.purge(await readFilter(c.req.text()));
+    return c.json({ purged });
+  });
+
+  return app;
+}
+
+/** A whole number query parameter within bounds, its default when absent, else a 400. */
+export function intParam(
+  text: string | undefined,
+  name: string,
+  min: number,
+  max: number,
+  fallback: number,
+): number {
+  if (text === undefined) return fallback;
+  const value = /^\d{1,16}$/.test(text) ? Number(text) : NaN;
+  if (!(value >= min && value <= max)) {
+    throw new HTTPException(400, {
+      message: `${name} must be a whole number from ${min} to ${max}`,
+    });
+  }
+  return value;
+}
+
+/**
+ * The filter in a requeue or purge body, or a 400. The body is required, `{}`
+ * included, so that "everything" is always asked for in so many words.
+ */
+async function readFilter(body: Promise<string>): Promise<DeadLetterFilter> {
+  let value: unknown;
+  try {
+    value = JSON.parse(await body);
+  } catch {
+    throw new HTTPException(400, {
+      message: 'body must be JSON: {} for every dead letter, {"reason": …} or {"ids": […]}',
+    });
+  }
+  const parsed = filterBody.safeParse(value);
+  if (!parsed.success) {
+    throw new HTTPException(400, { message: parsed.error.issues[0]?.message ?? "bad filter" });
+  }
+  return parsed.data;
+}

@@ -1,0 +1,133 @@
+import assert from "node:assert/strict";
+import type { DeadLetterFilter } from "../queue/dead_letters.ts";
+import type { Overview } from "../queue/overview.ts";
+import { createApp } from "./app.ts";
+import type { DeadLetterAdmin } from "./admin_routes.ts";
+
+const TOKEN = "s3cret-token-of-some-length";
+const ID = "01934d5e-7b7c-7a1e-9c3f-1a2b3c4d5e6f";
+
+const OVERVIEW: Overview = {
+  depth: { queued: 3, retry: 0, processing: 1, dead: 2 },
+  oldest_queued_age_ms: 1_500,
+  consumers: [{ id: "c1", alive: true, heartbeat_ttl_ms: 4_000, processing: 1, stored: 10 }],
+  dead_letters_by_reason: { invalid_item: 2 },
+  stored_total: 10,
+};
+
+/** An app with admin routes over fakes, and the calls they received. */
+function adminApp() {
+  const calls: [string, ...unknown[]][] = [];
+  const deadLetters: DeadLetterAdmin = {
+    list: (offset, limit) => {
+      calls.push(["list", offset, limit]);
+      return Promise.resolve({
+        total: 2,
+        byReason: { invalid_item: 2 },
+        offset,
+        letters: [{ raw: "junk" }],
+      });
+    },
+    requeue: (filter: DeadLetterFilter) => (calls.push(["requeue", filter]), Promise.resolve(2)),
+    purge: (filter: DeadLetterFilter) => (calls.push(["purge", filter]), Promise.resolve(1)),
+  };
+  const app = createApp({
+    accept: () => Promise.resolve(),
+    userStatus: () => Promise.resolve(undefined),
+    listUsers: () => Promise.resolve([]),
+    admin: { token: TOKEN, deadLetters, overview: () => Promise.resolve(OVERVIEW) },
+  });
+  return { app, calls };
+}
+
+const AUTH = { Authorization: `Bearer ${TOKEN}` };
+
+function post(body: string) {
+  return { method: "POST", body, headers: { ...AUTH, "Content-Type": "application/json" } };
+}
+
+Deno.test("adminRoutes() answers 401 with WWW-Authenticate to a missing or wrong token", async () => {
+  const { app, calls } = adminApp();
+  for (
+    const headers of [
+      {} as Record<string, string>,
+      { Authorization: "Bearer wrong" },
+      { Authorization: `Bearer ${TOKEN}x` },
+      { Authorization: `Basic ${TOKEN}` },
+      { Authorization: TOKEN },
+    ]
+  ) {
+    const res = await app.request("/admin/overview", { headers });
+    assert.equal(res.status, 401, JSON.stringify(headers));
+    assert.equal(res.headers.get("WWW-Authenticate"), 'Bearer realm="admin"');
+    assert.match((await res.json()).error, /Bearer/);
+  }
+  const purge = await app.request("/admin/dead-letters/purge", { method: "POST", body: "{}" });
+  assert.equal(purge.status, 401);
+  assert.deepEqual(calls, []);
+});
+
+Deno.test("adminRoutes() serves the overview to the right token", async () => {
+  const { app } = adminApp();
+  const res = await app.request("/admin/overview", { headers: AUTH });
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get("Cache-Control"), "no-store");
+  assert.deepEqual(await res.json(), OVERVIEW);
+});
+
+Deno.test("adminRoutes() lists dead letters by page, 400 for a bad page", async () => {
+  const { app, calls } = adminApp();
+  const res = await app.request("/admin/dead-letters?offset=40&limit=20", { headers: AUTH });
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), {
+    total: 2,
+    by_reason: { invalid_item: 2 },
+    offset: 40,
+    letters: [{ raw: "junk" }],
+  });
+  await app.request("/admin/dead-letters", { headers: AUTH });
+  assert.deepEqual(calls, [["list", 40, 20], ["list", 0, 20]]);
+  for (const query of ["limit=0", "limit=1001", "offset=-1", "offset=x"]) {
+    const bad = await app.request(`/admin/dead-letters?${query}`, { headers: AUTH });
+    assert.equal(bad.status, 400, query);
+  }
+});
+
+Deno.test("adminRoutes() requeues and purges all, by reason or by ids", async () => {
+  const { app, calls } = adminApp();
+  const all = await app.request("/admin/dead-letters/requeue", post("{}"));
+  assert.deepEqual(await all.json(), { requeued: 2 });
+  await app.request(
+    "/admin/dead-letters/requeue",
+    post(JSON.stringify({ reason: "database_refused" })),
+  );
+  const purged = await app.request(
+    "/admin/dead-letters/purge",
+    post(JSON.stringify({ ids: [ID.toUpperCase()] })),
+  );
+  assert.deepEqual(await purged.json(), { purged: 1 });
+  assert.deepEqual(calls, [
+    ["requeue", {}],
+    ["requeue", { reason: "database_refused" }],
+    ["purge", { ids: [ID] }],
+  ]);
+});
+
+Deno.test("adminRoutes() answers 400 to a filter it cannot read, and acts on none", async () => {
+  const { app, calls } = adminApp();
+  for (
+    const body of [
+      "",
+      "not json",
+      '{"reason": "bad luck"}',
+      '{"ids": []}',
+      '{"ids": ["nope"]}',
+      '{"kind": "invalid_item"}',
+    ]
+  ) {
+    const res = await app.request("/admin/dead-letters/purge", post(body));
+    assert.equal(res.status, 400, body);
+    assert.ok((await res.json()).error, body);
+  }
+  assert.deepEqual(calls, []);
+});

@@ -1,0 +1,146 @@
+/**
+ * The API's Prometheus metrics: every request by route pattern and status,
+ * its duration, the users accepted and the `POST /users` refused by reason.
+ * {@linkcode ApiMetrics.middleware} counts, and `GET /metrics` answers with
+ * {@linkcode ApiMetrics.response} (both wired by `createApp`'s `metrics`).
+ *
+ * No label takes a value from the client unbounded: the route is the pattern
+ * (`/users/:id`, never the id), an unknown method is `other`, and a request
+ * no route matched is `unmatched`.
+ *
+ * @module
+ */
+
+import type { Context, MiddlewareHandler } from "@hono/hono";
+import { HTTPException } from "@hono/hono/http-exception";
+import { matchedRoutes } from "@hono/hono/route";
+import { Counter, Histogram, type Registry } from "prom-client";
+import { createRegistry, METRIC_PREFIX, metricsResponse } from "../queue/metrics_registry.ts";
+import { QueueFullError } from "../queue/redis_queue.ts";
+
+/** Why `POST /users` was refused: the queue at its bound, Redis failing, or a bad request (4xx). */
+export type Rejection = "full" | "unavailable" | "invalid";
+
+const REJECTIONS: readonly Rejection[] = ["full", "unavailable", "invalid"];
+
+const METHODS: ReadonlySet<string> = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "PATCH",
+  "DELETE",
+  "OPTIONS",
+]);
+
+/**
+ * Request durations: a push to Redis takes about a millisecond, and
+ * REDIS_TIMEOUT_MS (1 s by default) bounds a POST, so the buckets are dense
+ * from 0.5 ms to a second and stop at 10 s.
+ */
+const DURATION_BUCKETS = [
+  0.0005,
+  0.001,
+  0.0025,
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+  10,
+];
+
+/** Options of {@linkcode ApiMetrics}. */
+export interface ApiMetricsOptions {
+  /** This replica's id, the `replica` label. */
+  readonly replica: string;
+  /** Adds the process metrics (`queue/metrics_registry.ts`). @default true */
+  readonly processMetrics?: boolean;
+}
+
+/** The API's metrics, in a registry of their own. */
+export class ApiMetrics {
+  readonly registry: Registry;
+  readonly #requests: Counter<"method" | "route" | "status">;
+  readonly #duration: Histogram<"method" | "route" | "status">;
+  readonly #accepted: Counter;
+  readonly #rejected: Counter<"reason">;
+
+  constructor(options: ApiMetricsOptions) {
+    const { replica, processMetrics = true } = options;
+    this.registry = createRegistry({ service: "server", replica, processMetrics });
+    const registers = [this.registry];
+    const labelNames = ["method", "route", "status"] as const;
+    this.#requests = new Counter({
+      name: `${METRIC_PREFIX}http_requests_total`,
+      help: "HTTP requests answered, by method, route pattern and status.",
+      labelNames,
+      registers,
+    });
+    this.#duration = new Histogram({
+      name: `${METRIC_PREFIX}http_request_duration_seconds`,
+      help: "Time to answer an HTTP request, by method, route pattern and status.",
+      labelNames,
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.#accepted = new Counter({
+      name: `${METRIC_PREFIX}users_accepted_total`,
+      help:
+        "Users accepted by POST /users (answered 202: durably queued, or stored in direct mode).",
+      registers,
+    });
+    this.#rejected = new Counter({
+      name: `${METRIC_PREFIX}enqueue_rejections_total`,
+      help: "POST /users refused, by reason: full (queue at its bound, 503), " +
+        "unavailable (Redis failed or too slow, 503), invalid (any 4xx).",
+      labelNames: ["reason"],
+      registers,
+    });
+    // Every reason from the start, so a rate() over it is 0 rather than absent.
+    for (const reason of REJECTIONS) this.#rejected.inc({ reason }, 0);
+  }
+
+  /** Counts and times every request; mount it before the routes. */
+  readonly middleware: MiddlewareHandler = async (c, next) => {
+    const started = performance.now();
+    await next();
+    const seconds = (performance.now() - started) / 1_000;
+    const route = routeOf(c);
+    const method = METHODS.has(c.req.method) ? c.req.method : "other";
+    const { status } = c.res;
+    const labels = { method, route, status: String(status) };
+    this.#requests.inc(labels);
+    this.#duration.observe(labels, seconds);
+    if (method === "POST" && route === "/users") {
+      const rejection = rejectionOf(status, c.error);
+      if (status === 202) this.#accepted.inc();
+      else if (rejection !== undefined) this.#rejected.inc({ reason: rejection });
+    }
+  };
+
+  /** The metrics in Prometheus' text format, for `GET /metrics`. */
+  response(): Promise<Response> {
+    return metricsResponse(this.registry);
+  }
+}
+
+/** The pattern of the route that answered (the last one matched that is not middleware). */
+function routeOf(c: Context): string {
+  const routes = matchedRoutes(c).filter((route) => route.method !== "ALL");
+  return routes.at(-1)?.path ?? "unmatched";
+}
+
+/** Why an answer to `POST /users` is a refusal, or `undefined` if it is none of ours. */
+export function rejectionOf(status: number, error: Error | undefined): Rejection | undefined {
+  if (status >= 400 && status < 500) return "invalid";
+  if (status !== 503) return undefined;
+  return error instanceof HTTPException && error.cause instanceof QueueFullError
+    ? "full"
+    : "unavailable";
+}

@@ -1,0 +1,63 @@
+/**
+ * A user's status for `GET /users/<id>`: stored (the row), queued, dead (with
+ * the reason) or unknown, from the queue's index and the table.
+ *
+ * Why the index is read first and the table second: the consumer deletes an
+ * id from the index only in its acknowledgement, which runs after PostgreSQL
+ * committed the row. So an id that is not in the index when we look is either
+ * already in the table, or was never accepted (or its dead letter was
+ * purged): the table read that follows cannot miss a user who was stored in
+ * between. The other order could: the table says "not yet", then the
+ * consumer commits and acknowledges, then the index says "not there", and an
+ * accepted user would read as unknown. The converse race is harmless: a user
+ * read as queued may have been stored a moment later, which the next poll
+ * shows. Each read is one field or one primary-key row, whatever the backlog.
+ *
+ * @module
+ */
+
+import type { DeadLetter } from "../queue/redis_queue.ts";
+import type { StoredUser } from "../schema/users_table.ts";
+
+/** What `GET /users/<id>` answers with 200. */
+export type UserStatus =
+  | ({ readonly status: "stored" } & StoredUser)
+  | { readonly status: "queued"; readonly id: string }
+  | {
+    readonly status: "dead";
+    readonly id: string;
+    readonly kind: string;
+    readonly reason: string;
+    readonly sqlstate?: string;
+    readonly dead_at: string;
+  };
+
+/** Where a status is read from; `RedisQueue.indexed` and `findUser` provide them. */
+export interface StatusSources {
+  /** The id's index entry, or undefined when it has none (no index in direct mode). */
+  readonly indexed?: (id: string) => Promise<"queued" | DeadLetter | undefined>;
+  readonly findUser: (id: string) => Promise<StoredUser | undefined>;
+}
+
+/** Builds the `userStatus` the app needs: undefined means an id we do not know. */
+export function userStatusReader(
+  sources: StatusSources,
+): (id: string) => Promise<UserStatus | undefined> {
+  return async (id) => {
+    // The order matters; see the module's comment.
+    const entry = await sources.indexed?.(id);
+    if (entry === "queued") return { status: "queued", id };
+    if (entry !== undefined) {
+      return {
+        status: "dead",
+        id,
+        kind: entry.kind ?? "unknown",
+        reason: entry.reason,
+        ...(entry.sqlstate === undefined ? {} : { sqlstate: entry.sqlstate }),
+        dead_at: entry.dead_at,
+      };
+    }
+    const user = await sources.findUser(id);
+    return user === undefined ? undefined : { status: "stored", ...user };
+  };
+}

@@ -1,0 +1,32 @@
+import assert from "node:assert/strict";
+import { parseDlqArgs } from "./dlq.ts";
+
+const ID = "01934d5e-7b7c-7a1e-9c3f-1a2b3c4d5e6f";
+
+Deno.test("parseDlqArgs() reads list's page and the filters of requeue and purge", () => {
+  assert.deepEqual(parseDlqArgs(["list", "--limit", "5"]), {
+    action: "list",
+    offset: 0,
+    limit: 5,
+    filter: {},
+  });
+  assert.deepEqual(parseDlqArgs(["requeue"]).filter, {});
+  assert.deepEqual(
+    parseDlqArgs(["requeue", "--reason", "database_refused", "--id", ID.toUpperCase(), "--id", ID])
+      .filter,
+    { reason: "database_refused", ids: [ID, ID] },
+  );
+  assert.deepEqual(parseDlqArgs(["purge", "--all"]).filter, {});
+  assert.deepEqual(parseDlqArgs(["purge", "--reason", "invalid_item"]).filter, {
+    reason: "invalid_item",
+  });
+});
+
+Deno.test("parseDlqArgs() refuses a purge of everything without --all, and unknown input", () => {
+  assert.throws(() => parseDlqArgs(["purge"]), /--all/);
+  assert.throws(() => parseDlqArgs(["purge", "--all", "--reason", "invalid_item"]), /--all/);
+  assert.throws(() => parseDlqArgs(["requeue", "--reason", "bad luck"]), /must be one of/);
+  assert.throws(() => parseDlqArgs(["drop"]), /list, requeue or purge/);
+  assert.throws(() => parseDlqArgs(["list", "--limit", "x"]), /--limit/);
+  assert.throws(() => parseDlqArgs(["list", "--force"]), TypeError);
+});
