@@ -130,27 +130,52 @@ export class RedisQueue {
 
   /**
    * Pushes users at the left of the main list, and marks them queued in the
-   * index, unless that would take the list past `maxLength`; resolves only
-   * after Redis acknowledged the push.
+   * index, unless that would take the list past `maxLength` (then it pushes
+   * none and rejects with {@linkcode QueueFullError}); resolves only after
+   * Redis acknowledged the push.
    */
-  async enqueue(maxLength: number, ...users: readonly UserEnvelope[]): Promise<number> {
-    const deadline = this.#enqueueWithinMs > 0 ? Date.now() + this.#enqueueWithinMs : 0;
-    const length = await this.#redis.queueEnqueue(
+  async enqueue(maxLength: number, ...users: readonly UserEnvelope[]): Promise<void> {
+    const pushed = await this.#push("all", maxLength, users, Date.now());
+    if (pushed < users.length) throw new QueueFullError(maxLength);
+  }
+
+  /**
+   * Pushes as many of `users`, from the first, as fit under `maxLength`, as
+   * one atomic step, and resolves with how many that was, once Redis
+   * acknowledged it. The deadline (`enqueueWithinMs`) counts from `since`,
+   * when the earliest of them asked to be queued.
+   */
+  enqueueFitting(
+    maxLength: number,
+    users: readonly UserEnvelope[],
+    since: number = Date.now(),
+  ): Promise<number> {
+    return this.#push("fit", maxLength, users, since);
+  }
+
+  async #push(
+    mode: "all" | "fit",
+    maxLength: number,
+    users: readonly UserEnvelope[],
+    since: number,
+  ): Promise<number> {
+    const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
+    const pushed = await this.#redis.queueEnqueue(
       this.keys.queue,
       this.keys.queuedIds,
       deadline,
       maxLength,
+      mode,
       users.length,
       ...users.map(encodeEnvelope),
       ...users.map((user) => user.id),
     );
-    if (length === -1) throw new QueueFullError(maxLength);
-    if (length === -2) {
+    if (pushed === -2) {
       throw new Error(
         `Cannot enqueue as Redis ran the push too late: not within ${this.#enqueueWithinMs} ms`,
       );
     }
-    return length;
+    return pushed;
   }
 
   /** Registers a consumer and starts its heartbeat. */

@@ -23,11 +23,14 @@ import type { Redis, Result } from "ioredis";
 
 /**
  * KEYS: queue, queued ids. ARGV: deadline (ms since the epoch, 0 for none),
- * max length, n, n payloads, then their n user ids.
- * Pushes all payloads and adds their ids to the queued set, or does nothing
- * when they would take the list past its bound, or when Redis runs the script
- * after the deadline. Returns the new length, -1 when the queue is full, or
- * -2 when the deadline had passed.
+ * max length, mode ('all' or 'fit'), n, n payloads, then their n user ids.
+ * Pushes the payloads in order and adds their ids to the queued set. When not
+ * all fit under the bound, mode 'all' pushes none and mode 'fit' pushes as
+ * many of the first as fit (the API's grouped pushes: each request of the
+ * group that fits is accepted, the rest are refused as "full", exactly as if
+ * each had been pushed alone, in order). Nothing is pushed when Redis runs
+ * the script after the deadline. Returns how many were pushed, or -2 when the
+ * deadline had passed.
  *
  * Why the ids travel beside the payloads: Redis need not decode any JSON on
  * the hot path, and the index entry exists from the very moment the push does
@@ -50,16 +53,21 @@ if deadline > 0 then
   local now = redis.call('TIME')
   if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > deadline then return -2 end
 end
-local n = tonumber(ARGV[3])
-local length = redis.call('LLEN', KEYS[1])
-if length + n > tonumber(ARGV[2]) then return -1 end
-for i = 4, 3 + n, 1000 do
-  length = redis.call('LPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, 3 + n)))
+local count = tonumber(ARGV[4])
+local n = count
+local room = tonumber(ARGV[2]) - redis.call('LLEN', KEYS[1])
+if room < n then
+  if ARGV[3] == 'all' then return 0 end
+  n = math.max(room, 0)
 end
-for i = 4 + n, 3 + 2 * n, 1000 do
-  redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + 999, 3 + 2 * n)))
+for i = 5, 4 + n, 1000 do
+  redis.call('LPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, 4 + n)))
 end
-return length
+local ids = 5 + count
+for i = ids, ids + n - 1, 1000 do
+  redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + 999, ids + n - 1)))
+end
+return n
 `;
 
 /**
@@ -382,6 +390,7 @@ declare module "ioredis" {
       queuedIds: string,
       deadline: number,
       maxLength: number,
+      mode: "all" | "fit",
       count: number,
       ...payloadsThenIds: string[]
     ): Result<number, Context>;

@@ -7,15 +7,24 @@
  */
 
 import type postgres from "postgres";
+import { z } from "zod";
 import type { UserEnvelope } from "../queue/envelope.ts";
 
-/** A stored row as the API returns it. */
-export interface StoredUser {
-  readonly id: string;
-  readonly name: string;
-  readonly enqueued_at: Date;
-  readonly stored_at: Date;
-}
+/**
+ * A stored row as the API returns it. A zod schema, so that the API's
+ * OpenAPI document (`server/openapi.ts`) describes the very shape the type
+ * says; nothing parses rows with it. The dates are `Date`s here and ISO 8601
+ * strings once JSON, which is what the document says of them.
+ */
+export const storedUser = z.object({
+  id: z.uuid(),
+  name: z.string(),
+  enqueued_at: z.date().describe("when the API accepted the user"),
+  stored_at: z.date().describe("when the row was committed"),
+}).meta({ id: "StoredUser", description: "A user stored in the table." });
+
+/** A stored row as the API returns it (see {@linkcode storedUser}). */
+export type StoredUser = Readonly<z.infer<typeof storedUser>>;
 
 /**
  * Inserts the users in one statement, whatever their number: three arrays

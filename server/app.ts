@@ -6,7 +6,8 @@
  * newest stored users; `/admin/…` and the `/dashboard` that shows them exist
  * only with an admin token (`admin_routes.ts`, `dashboard.ts`);
  * `GET /healthz` and `GET /readyz` answer the orchestrator (`queue/readiness.ts`);
- * `GET /metrics` answers Prometheus (`metrics.ts`).
+ * `GET /metrics` answers Prometheus (`metrics.ts`); `GET /openapi.json` describes
+ * the public routes (`openapi.ts`).
  *
  * Every answer other than 2xx is JSON `{"error": "…"}` saying what is wrong;
  * nothing is accepted unless `accept` resolved, so a 202 always means the user
@@ -28,6 +29,7 @@ import { QueueFullError } from "../queue/redis_queue.ts";
 import type { StoredUser } from "../schema/users_table.ts";
 import { type AdminOptions, adminRoutes, intParam } from "./admin_routes.ts";
 import { dashboardRoutes } from "./dashboard.ts";
+import { type OpenApiDocument, openApiDocument } from "./openapi.ts";
 import type { UserStatus } from "./user_status.ts";
 import type { ApiMetrics } from "./metrics.ts";
 
@@ -74,10 +76,14 @@ const ACCEPTED_TYPES = new Set([
   "application/x-www-form-urlencoded",
 ]);
 
-const userBody = z.strictObject({ name: z.string() });
+// The id names it in the OpenAPI document (`openapi.ts`); validation is unchanged.
+const userBody = z.strictObject({ name: z.string() }).meta({ id: "NewUser" });
 
 /** Most users one `GET /users?limit=N` lists: a page, not an export. */
 export const MAX_LIST_LIMIT = 1_000;
+
+/** Users `GET /users` lists without a `limit`. */
+const DEFAULT_LIST_LIMIT = 20;
 
 /** Builds the app; no I/O happens here, so tests drive it with `app.request()`. */
 export function createApp(options: AppOptions): Hono {
@@ -152,9 +158,23 @@ export function createApp(options: AppOptions): Hono {
   });
 
   app.get("/users", async (c) => {
-    const limit = intParam(c.req.query("limit"), "limit", 1, MAX_LIST_LIMIT, 20);
+    const limit = intParam(c.req.query("limit"), "limit", 1, MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT);
     return c.json({ users: await listUsers(limit) });
   });
+
+  // Built at the first request rather than here: most apps (every test's) never serve it.
+  let document: OpenApiDocument | undefined;
+  app.get("/openapi.json", (c) =>
+    c.json(
+      document ??= openApiDocument({
+        userBody,
+        contentTypes: ACCEPTED_TYPES,
+        bodyLimitBytes,
+        maxListLimit: MAX_LIST_LIMIT,
+        defaultListLimit: DEFAULT_LIST_LIMIT,
+        metrics: metrics !== undefined,
+      }),
+    ));
 
   if (admin !== undefined) {
     app.route("/admin", adminRoutes(admin));

@@ -16,21 +16,41 @@
  * @module
  */
 
-import type { DeadLetter } from "../queue/redis_queue.ts";
-import type { StoredUser } from "../schema/users_table.ts";
+import { z } from "zod";
+import { DEAD_LETTER_KINDS, type DeadLetter } from "../queue/redis_queue.ts";
+import { type StoredUser, storedUser } from "../schema/users_table.ts";
 
-/** What `GET /users/<id>` answers with 200. */
-export type UserStatus =
-  | ({ readonly status: "stored" } & StoredUser)
-  | { readonly status: "queued"; readonly id: string }
-  | {
-    readonly status: "dead";
-    readonly id: string;
-    readonly kind: string;
-    readonly reason: string;
-    readonly sqlstate?: string;
-    readonly dead_at: string;
-  };
+/**
+ * What `GET /users/<id>` answers with 200, as a zod schema so that the type
+ * below and the OpenAPI document (`openapi.ts`) cannot disagree; nothing
+ * parses with it. Each variant is named so that the document can map the
+ * `status` discriminator to it.
+ */
+export const userStatus = z.discriminatedUnion("status", [
+  storedUser.extend({ status: z.literal("stored") }).meta({
+    id: "StoredStatus",
+    description: "The user is in the table.",
+  }),
+  z.object({ status: z.literal("queued"), id: z.uuid() }).meta({
+    id: "QueuedStatus",
+    description: "The user is accepted and waits in the queue (or is being stored).",
+  }),
+  z.object({
+    status: z.literal("dead"),
+    id: z.uuid(),
+    kind: z.enum(DEAD_LETTER_KINDS).describe("the class of reason"),
+    reason: z.string().describe("why the user can never be stored, in detail"),
+    sqlstate: z.string().optional().describe("PostgreSQL's error code, when it refused the row"),
+    dead_at: z.iso.datetime(),
+  }).meta({
+    id: "DeadStatus",
+    description:
+      "The user was dead-lettered: it will not be stored unless an operator requeues it.",
+  }),
+]).meta({ id: "UserStatus" });
+
+/** What `GET /users/<id>` answers with 200 (see {@linkcode userStatus}). */
+export type UserStatus = Readonly<z.infer<typeof userStatus>>;
 
 /** Where a status is read from; `RedisQueue.indexed` and `findUser` provide them. */
 export interface StatusSources {

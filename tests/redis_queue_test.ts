@@ -47,3 +47,41 @@ Deno.test("RedisQueue.handBack() clears the crash counts of the items it returns
     redis.disconnect();
   }
 });
+
+Deno.test("RedisQueue.enqueueFitting() pushes the first users that fit, and nothing late", async () => {
+  await using server = await startRedis();
+  const redis = new Redis(server.url);
+  try {
+    const keys = queueKeys("fitting");
+    const queue = new RedisQueue(redis, keys, { enqueueWithinMs: 500 });
+    const users = [0, 1, 2, 3, 4].map((i) => ({
+      id: `01934d5e-7b7c-7a1e-9c3f-00000000001${i}`,
+      name: `user ${i}`,
+      enqueued_at: 1,
+    }));
+    await queue.enqueue(3, users[0]!);
+    assert.equal(await queue.enqueueFitting(3, users.slice(1)), 2, "two of four fit");
+    assert.deepEqual(
+      (await redis.lrange(keys.queue, 0, -1)).map((item) => JSON.parse(item).name),
+      ["user 2", "user 1", "user 0"],
+      "pushed in arrival order, the newest at the left",
+    );
+    assert.deepEqual(
+      (await redis.smembers(keys.queuedIds)).sort(),
+      [0, 1, 2].map((i) => users[i]!.id),
+    );
+    assert.equal(await queue.enqueueFitting(3, users.slice(3)), 0, "a full queue takes none");
+    // The all-or-nothing push refuses a group that does not fit whole.
+    await redis.del(keys.queue, keys.queuedIds);
+    await queue.enqueue(3, users[0]!, users[1]!);
+    await assert.rejects(queue.enqueue(3, users[2]!, users[3]!), /maximum of 3/);
+    assert.equal(await redis.llen(keys.queue), 2);
+    // A group whose earliest request asked more than enqueueWithinMs ago does nothing.
+    await redis.del(keys.queue, keys.queuedIds);
+    await assert.rejects(queue.enqueueFitting(10, users, Date.now() - 600), /too late/);
+    assert.equal(await redis.llen(keys.queue), 0);
+    assert.equal(await redis.scard(keys.queuedIds), 0);
+  } finally {
+    redis.disconnect();
+  }
+});

@@ -1,0 +1,109 @@
+import assert from "node:assert/strict";
+import type { UserEnvelope } from "./envelope.ts";
+import { GroupedPushes } from "./grouped_pushes.ts";
+import { QueueFullError } from "./redis_queue.ts";
+
+const user = (n: number): UserEnvelope => ({
+  id: `0190${String(n).padStart(4, "0")}-0000-7000-8000-000000000000`,
+  name: `user ${n}`,
+  enqueued_at: n,
+});
+
+/** A queue that records each call and fits `room` users in all. */
+function fakeQueue(room: number) {
+  const calls: { names: string[]; since: number }[] = [];
+  return {
+    calls,
+    enqueueFitting(_max: number, users: readonly UserEnvelope[], since: number) {
+      calls.push({ names: users.map((u) => u.name), since });
+      const pushed = Math.max(0, Math.min(room, users.length));
+      room -= pushed;
+      return Promise.resolve(pushed);
+    },
+  };
+}
+
+/** A schedule the test runs by hand, so a "turn" is exactly what it says. */
+function manualTurns() {
+  let pending: (() => void) | undefined;
+  return {
+    schedule: (flush: () => void) => {
+      assert.equal(pending, undefined, "one flush per turn");
+      pending = flush;
+    },
+    endTurn: () => {
+      const flush = pending;
+      pending = undefined;
+      flush?.();
+    },
+  };
+}
+
+Deno.test("GroupedPushes sends the users of one turn in one call, in arrival order", async () => {
+  const queue = fakeQueue(100);
+  const turns = manualTurns();
+  let clock = 10;
+  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, now: () => clock++ });
+  const first = [pushes.enqueue(user(1)), pushes.enqueue(user(2)), pushes.enqueue(user(3))];
+  turns.endTurn();
+  await Promise.all(first);
+  const second = pushes.enqueue(user(4));
+  turns.endTurn();
+  await second;
+  assert.deepEqual(queue.calls, [
+    { names: ["user 1", "user 2", "user 3"], since: 10 },
+    { names: ["user 4"], since: 13 },
+  ]);
+});
+
+Deno.test("GroupedPushes refuses exactly the users that do not fit, as full", async () => {
+  const queue = fakeQueue(2);
+  const turns = manualTurns();
+  const pushes = new GroupedPushes(queue, 2, { schedule: turns.schedule });
+  const results = [1, 2, 3, 4].map((n) => pushes.enqueue(user(n)));
+  turns.endTurn();
+  const settled = await Promise.allSettled(results);
+  assert.deepEqual(settled.map((s) => s.status), [
+    "fulfilled",
+    "fulfilled",
+    "rejected",
+    "rejected",
+  ]);
+  for (const s of settled.slice(2)) {
+    assert.ok(s.status === "rejected" && s.reason instanceof QueueFullError);
+  }
+});
+
+Deno.test("GroupedPushes rejects every user of a call that failed", async () => {
+  const turns = manualTurns();
+  const failure = new Error("Redis is down");
+  const pushes = new GroupedPushes({ enqueueFitting: () => Promise.reject(failure) }, 10, {
+    schedule: turns.schedule,
+  });
+  const results = [pushes.enqueue(user(1)), pushes.enqueue(user(2))];
+  turns.endTurn();
+  for (const result of results) await assert.rejects(result, (error) => error === failure);
+});
+
+Deno.test("GroupedPushes splits a big turn into calls of maxGroup, in order", async () => {
+  const queue = fakeQueue(100);
+  const turns = manualTurns();
+  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, maxGroup: 2 });
+  const results = [1, 2, 3, 4, 5].map((n) => pushes.enqueue(user(n)));
+  turns.endTurn();
+  await Promise.all(results);
+  assert.deepEqual(queue.calls.map((c) => c.names), [
+    ["user 1", "user 2"],
+    ["user 3", "user 4"],
+    ["user 5"],
+  ]);
+});
+
+Deno.test("GroupedPushes groups the pushes of one real event-loop turn", async () => {
+  const queue = fakeQueue(100);
+  const pushes = new GroupedPushes(queue, 100);
+  // Three requests whose bodies arrive together: their handlers run in one turn.
+  await Promise.all([1, 2, 3].map((n) => Promise.resolve().then(() => pushes.enqueue(user(n)))));
+  await pushes.enqueue(user(4));
+  assert.deepEqual(queue.calls.map((c) => c.names.length), [3, 1]);
+});

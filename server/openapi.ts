@@ -1,0 +1,192 @@
+/**
+ * The OpenAPI 3.1 document of the public routes, which `createApp` serves at
+ * `GET /openapi.json`: `POST /users`, `GET /users/{id}`, `GET /users`,
+ * `GET /healthz`, `GET /readyz`, `GET /metrics` (when the app has metrics)
+ * and `GET /openapi.json` itself.
+ *
+ * It is generated from the zod schemas the code uses: the body schema
+ * `POST /users` validates with (`app.ts` hands it over, so the document
+ * cannot describe a body the route would refuse), and the schemas the answers'
+ * types are inferred from (`user_status.ts`, `schema/users_table.ts`). The
+ * routes keep their own validation: their error messages say exactly what is
+ * wrong, which a generic validator's would not. `openapi_test.ts` checks the
+ * document against the routes the app registers, both ways.
+ *
+ * The `/admin` routes and the `/dashboard` are left out on purpose: they exist
+ * only with ADMIN_TOKEN, they are the operator's tools rather than the API
+ * clients build on, and this document is served to anyone without a token,
+ * so it should not map them (`admin_routes.ts` documents them).
+ *
+ * @module
+ */
+
+import { OpenAPIHono } from "@hono/zod-openapi";
+import { z } from "zod";
+import { NAME_MAX_LENGTH } from "../queue/envelope.ts";
+import { storedUser } from "../schema/users_table.ts";
+import { userStatus } from "./user_status.ts";
+
+/** What the document needs to know of one app: what `createApp` was given and validates with. */
+export interface OpenApiOptions {
+  /** The schema `POST /users` validates its JSON body with. */
+  readonly userBody: z.ZodType;
+  /** The content types `POST /users` reads as JSON (besides `application/*+json`). */
+  readonly contentTypes: Iterable<string>;
+  /** Largest body `POST /users` accepts, in bytes. */
+  readonly bodyLimitBytes: number;
+  /** Largest `limit` of `GET /users`. */
+  readonly maxListLimit: number;
+  /** `limit` of `GET /users` when the query has none. */
+  readonly defaultListLimit: number;
+  /** Whether the app serves `GET /metrics`. */
+  readonly metrics: boolean;
+}
+
+/** An OpenAPI 3.1 document, as JSON. */
+export type OpenApiDocument = ReturnType<OpenAPIHono["getOpenAPI31Document"]>;
+
+// The answers below are built inline by the routes and the probes (no type
+// to infer from), so these schemas only describe them; `openapi_test.ts`
+// checks that each documented route answers.
+const apiError = z.object({ error: z.string().describe("what is wrong, for a person to read") })
+  .meta({ id: "Error", description: "Every answer other than 2xx." });
+const accepted = z.object({ id: z.uuid().describe("the id the API minted (UUIDv7)") })
+  .meta({ id: "Accepted", description: "The user is durably queued." });
+const userList = z.object({ users: z.array(storedUser).describe("newest first") })
+  .meta({ id: "UserList" });
+
+const retryAfter = {
+  "Retry-After": { description: "Seconds to wait before retrying", schema: { type: "integer" } },
+} as const;
+
+function json(description: string, schema: z.ZodType) {
+  return { description, content: { "application/json": { schema } } };
+}
+
+/** The document for an app built with these options; pure, so `createApp` may build it lazily. */
+export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
+  const { userBody, bodyLimitBytes, maxListLimit, defaultListLimit } = options;
+  // @hono/zod-openapi does not re-export zod-to-openapi's registry and
+  // generator; its OpenAPIHono holds both, so one that serves nothing is used
+  // for them. The app itself stays a plain Hono with its own validation.
+  const spec = new OpenAPIHono();
+  const registry = spec.openAPIRegistry;
+
+  const bodyContent = Object.fromEntries(
+    [...options.contentTypes].map((type) => [type, { schema: userBody }]),
+  );
+  registry.registerPath({
+    method: "post",
+    path: "/users",
+    operationId: "createUser",
+    summary: "Accept a user; it is stored asynchronously",
+    request: {
+      body: {
+        required: true,
+        description:
+          `A JSON object with only a \`name\`, UTF-8, at most ${bodyLimitBytes} bytes. ` +
+          `The name is trimmed and must then be 1 to ${NAME_MAX_LENGTH} characters (code points), ` +
+          "without NUL or lone surrogates. Any `application/*+json` type is read too, and so is " +
+          "form-urlencoded, so that `curl -d` works as written: the body must still be JSON.",
+        content: bodyContent,
+      },
+    },
+    responses: {
+      202: {
+        ...json("Accepted: the user is durably queued", accepted),
+        headers: {
+          Location: { description: "Where the user's status is read", schema: { type: "string" } },
+        },
+      },
+      400: json("The body is not valid UTF-8 or JSON, or the user is invalid", apiError),
+      413: json(`The body is larger than ${bodyLimitBytes} bytes`, apiError),
+      415: json("The content type or charset cannot be read as JSON", apiError),
+      503: { ...json("The queue is full or unavailable", apiError), headers: retryAfter },
+    },
+  });
+
+  registry.registerPath({
+    method: "get",
+    path: "/users/{id}",
+    operationId: "getUserStatus",
+    summary: "Whether a user is stored, still queued or dead-lettered",
+    request: { params: z.object({ id: z.uuid().describe("the id `POST /users` answered") }) },
+    responses: {
+      200: json("The user's status", userStatus),
+      400: json("The id is not a UUID", apiError),
+      404: json("No user with this id was accepted (or its dead letter was purged)", apiError),
+    },
+  });
+
+  registry.registerPath({
+    method: "get",
+    path: "/users",
+    operationId: "listUsers",
+    summary: "The newest stored users",
+    request: {
+      query: z.object({ limit: z.int().min(1).max(maxListLimit).default(defaultListLimit) }),
+    },
+    responses: {
+      200: json("The newest stored users, newest first", userList),
+      400: json("`limit` is not a whole number in range", apiError),
+    },
+  });
+
+  registry.registerPath({
+    method: "get",
+    path: "/healthz",
+    operationId: "healthz",
+    summary: "Liveness: the process answers",
+    responses: { 200: json("Alive", z.object({ status: z.literal("alive") })) },
+  });
+
+  registry.registerPath({
+    method: "get",
+    path: "/readyz",
+    operationId: "readyz",
+    summary: "Readiness: the queue (and database) answer and the process is not stopping",
+    responses: {
+      200: json("Ready", z.object({ status: z.literal("ready") })),
+      503: {
+        ...json(
+          "Not ready (starting, stopping or a dependency does not answer)",
+          z.object({ status: z.literal("not ready"), reason: z.string() }),
+        ),
+        headers: retryAfter,
+      },
+    },
+  });
+
+  if (options.metrics) {
+    registry.registerPath({
+      method: "get",
+      path: "/metrics",
+      operationId: "metrics",
+      summary: "Prometheus metrics of this replica",
+      responses: {
+        200: {
+          description: "The Prometheus text exposition format",
+          content: { "text/plain": { schema: z.string() } },
+        },
+      },
+    });
+  }
+
+  registry.registerPath({
+    method: "get",
+    path: "/openapi.json",
+    operationId: "openapi",
+    summary: "This document",
+    responses: { 200: json("An OpenAPI 3.1 document", z.looseObject({ openapi: z.string() })) },
+  });
+
+  return spec.getOpenAPI31Document({
+    openapi: "3.1.0",
+    info: {
+      title: "Users API",
+      version: "1",
+      description: "Accepts users into a Redis queue that a consumer moves into PostgreSQL; " +
+        'a 202 means the user is durably queued. Every answer other than 2xx is `{"error": …}`.',
+    },
+  });
+}
