@@ -17,7 +17,7 @@
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { chromium, type Page } from "playwright-core";
-import postgres from "postgres";
+import { connectPostgres } from "./postgres_client.ts";
 import { queueKeys } from "../queue/keys.ts";
 import { projectEnv, REPO_DIR, startTestStack } from "../tools/harness/services.ts";
 import { waitFor } from "../tools/harness/wait.ts";
@@ -71,15 +71,7 @@ Deno.test("the dashboard shows the pipeline live and requeues the dead letters",
   const { stack } = test;
   const keys = queueKeys(projectEnv().QUEUE_NAME ?? "users");
   const redis = new Redis(stack.env.REDIS_URL ?? "", { lazyConnect: true });
-  const sql = postgres({
-    host: stack.env.PGHOST,
-    port: Number(stack.env.PGPORT),
-    user: stack.env.PGUSER,
-    password: stack.env.PGPASSWORD,
-    database: stack.env.PGDATABASE,
-    max: 1,
-    onnotice: () => {},
-  });
+  const sql = connectPostgres(stack.env, 1);
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
   const pageErrors: string[] = [];
   try {

@@ -61,6 +61,7 @@ import {
 } from "./delivery_check.ts";
 import { LoadGenerator, type LoadOptions, type Outcome } from "./fault_load.ts";
 import { type NaiveConsumer, startNaiveConsumer } from "./naive_consumer.ts";
+import { postgresConnection } from "./postgres_client.ts";
 import { currentConsumerId, hasEvent } from "./service_events.ts";
 
 /** Timings short enough that recovery happens within a test (see the issue). */
@@ -200,13 +201,7 @@ function redisClient(server: TestRedis): Redis {
 
 /** postgres.js options for `pg`'s database. */
 export function pgOptions(pg: TestPostgres) {
-  return {
-    host: pg.env.PGHOST,
-    port: Number(pg.env.PGPORT),
-    user: pg.env.PGUSER,
-    password: pg.env.PGPASSWORD,
-    database: pg.env.PGDATABASE,
-  };
+  return postgresConnection(pg.env);
 }
 
 /** A process the stage started, and what became of it. */

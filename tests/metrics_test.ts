@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import postgres from "postgres";
+import { connectPostgres } from "./postgres_client.ts";
 import { encodeEnvelope } from "../queue/envelope.ts";
 import { queueKeys } from "../queue/keys.ts";
 import { readQueueStats } from "../queue/queue_stats.ts";
@@ -83,15 +83,7 @@ Deno.test("the API's and the consumer's /metrics count the pipeline's work and p
   await using redisServer = await startRedis();
   await using pgServer = await startPostgres();
   await migrate(pgServer.env);
-  const sql = postgres({
-    host: pgServer.env.PGHOST,
-    port: Number(pgServer.env.PGPORT),
-    user: pgServer.env.PGUSER,
-    password: pgServer.env.PGPASSWORD,
-    database: pgServer.env.PGDATABASE,
-    max: 1,
-    onnotice: () => {},
-  });
+  const sql = connectPostgres(pgServer.env, 1);
   const redis = new Redis(redisServer.url);
   const env = (extra: Record<string, string>) => ({
     ...Deno.env.toObject(),

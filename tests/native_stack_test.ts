@@ -14,24 +14,15 @@ import {
   startPostgres,
   startRedis,
   startTestStack,
-  type TestStack,
+  withStackOutput,
 } from "../tools/harness/services.ts";
 import { delay, waitFor, waitForHttp } from "../tools/harness/wait.ts";
+import { connectPostgres, postgresConnection } from "./postgres_client.ts";
 
 /** How long the consumers get to drain what k6 queued: far more than a few thousand rows need. */
 const DRAIN_TIMEOUT_MS = 60_000;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
-/** Runs `test` and, if it fails, shows the stack's last output lines with the error. */
-async function withStackOutput(stack: TestStack, test: () => Promise<void>): Promise<void> {
-  try {
-    await test();
-  } catch (error) {
-    console.error(`--- last lines of the stack's output ---\n${stack.output.tail(80)}`);
-    throw error;
-  }
-}
 
 /** Runs k6 on tests/smoke-k6.js against `baseUrl` and returns the ids it logged as accepted. */
 async function runSmokeK6(baseUrl: string): Promise<string[]> {
@@ -214,7 +205,7 @@ Deno.test("startRedis() keeps acknowledged writes across a SIGKILL and restart (
 Deno.test("startPostgres() and migrate() give a users table that survives an immediate stop", async () => {
   await using service = await startPostgres();
   assert.match(await migrate(service.env), /schema is up to date/);
-  const before = postgres({ ...postgresConnection(service.env), max: 1, onnotice: () => {} });
+  const before = connectPostgres(service.env);
   try {
     await before`insert into users (id, name, enqueued_at)
       values ('01890000-0000-7000-8000-000000000001', 'Ada', now())`;
@@ -223,7 +214,7 @@ Deno.test("startPostgres() and migrate() give a users table that survives an imm
   }
   await service.server.stop("immediate");
   await service.server.start();
-  const after = postgres({ ...postgresConnection(service.env), max: 1, onnotice: () => {} });
+  const after = connectPostgres(service.env);
   try {
     const rows = await after<{ name: string }[]>`select name from users`;
     assert.deepEqual(rows.map((row) => row.name), ["Ada"]);
@@ -234,7 +225,7 @@ Deno.test("startPostgres() and migrate() give a users table that survives an imm
 
 Deno.test("PostgresServer.freeze() stalls queries until thaw()", async () => {
   await using service = await startPostgres();
-  const sql = postgres({ ...postgresConnection(service.env), max: 1, onnotice: () => {} });
+  const sql = connectPostgres(service.env);
   try {
     await sql`select 1`;
     service.server.freeze();
@@ -248,13 +239,3 @@ Deno.test("PostgresServer.freeze() stalls queries until thaw()", async () => {
     await sql.end({ timeout: 5 });
   }
 });
-
-function postgresConnection(env: Readonly<Record<string, string | undefined>>) {
-  return {
-    host: env.PGHOST,
-    port: Number(env.PGPORT),
-    user: env.PGUSER,
-    password: env.PGPASSWORD,
-    database: env.PGDATABASE,
-  };
-}

@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import postgres from "postgres";
+import { connectPostgres } from "./postgres_client.ts";
 import { v7 as uuidv7 } from "uuid";
 import type { UserEnvelope } from "../queue/envelope.ts";
 import { queueKeys } from "../queue/keys.ts";
@@ -23,15 +23,7 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
   await using redisServer = await startRedis();
   await using pgServer = await startPostgres();
   await migrate(pgServer.env);
-  const sql = postgres({
-    host: pgServer.env.PGHOST,
-    port: Number(pgServer.env.PGPORT),
-    user: pgServer.env.PGUSER,
-    password: pgServer.env.PGPASSWORD,
-    database: pgServer.env.PGDATABASE,
-    max: 2,
-    onnotice: () => {},
-  });
+  const sql = connectPostgres(pgServer.env, 2);
   const redis = new Redis(redisServer.url);
 
   try {

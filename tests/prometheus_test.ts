@@ -9,7 +9,7 @@
  */
 
 import assert from "node:assert/strict";
-import { startTestStack, type TestStack } from "../tools/harness/services.ts";
+import { startTestStack, withStackOutput } from "../tools/harness/services.ts";
 import {
   OLDEST_QUEUED_AGE,
   query,
@@ -18,16 +18,6 @@ import {
   waitForStored,
   waitForTargets,
 } from "./prometheus_api.ts";
-
-/** Runs `test` and, if it fails, shows the stack's last output lines with the error. */
-async function withStackOutput(stack: TestStack, test: () => Promise<void>): Promise<void> {
-  try {
-    await test();
-  } catch (error) {
-    console.error(`--- last lines of the stack's output ---\n${stack.output.tail(80)}`);
-    throw error;
-  }
-}
 
 Deno.test("the native stack's Prometheus scrapes every replica and counts every stored user", async () => {
   await using test = await startTestStack({ servers: 2, consumers: 2, prometheus: true });

@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import postgres from "postgres";
+import { connectPostgres } from "./postgres_client.ts";
 import { v7 as uuidv7 } from "uuid";
 import { encodeEnvelope, type UserEnvelope } from "../queue/envelope.ts";
 import { queueKeys } from "../queue/keys.ts";
@@ -28,16 +28,7 @@ Deno.test("GET /users/<id>'s status goes queued → stored, queued → dead, and
   await using redisServer = await startRedis();
   await using pgServer = await startPostgres();
   await migrate(pgServer.env);
-  const connect = () =>
-    postgres({
-      host: pgServer.env.PGHOST,
-      port: Number(pgServer.env.PGPORT),
-      user: pgServer.env.PGUSER,
-      password: pgServer.env.PGPASSWORD,
-      database: pgServer.env.PGDATABASE,
-      max: 2,
-      onnotice: () => {},
-    });
+  const connect = () => connectPostgres(pgServer.env, 2);
   const sql = connect();
   const store = new PostgresStore(connect, 10_000);
   const redis = new Redis(redisServer.url);

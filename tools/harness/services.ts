@@ -23,9 +23,24 @@ import { projectEnv, REPO_DIR, useStackTools } from "./repo.ts";
 
 export { OutputBuffer, projectEnv, REPO_DIR, useStackTools };
 
+/**
+ * Where the test servers keep their data: memory (`/dev/shm`) when the machine has it. The tests
+ * kill and restart processes, never the machine, so files in memory survive everything they do;
+ * on a disk, the suite's Docker half (image builds, containers) can make an fsync take hundreds
+ * of milliseconds, and Redis, whose append-only file is flushed every second, then holds its
+ * writes back, which the fault tests would see as an outage nobody caused.
+ */
+function serviceDirRoot(): string | undefined {
+  try {
+    return Deno.statSync("/dev/shm").isDirectory ? "/dev/shm" : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** A temp dir that PostgreSQL's system user can reach when the tests run as root. */
 async function makeServiceDir(prefix: string): Promise<string> {
-  const dir = await Deno.makeTempDir({ prefix });
+  const dir = await Deno.makeTempDir({ prefix, dir: serviceDirRoot() });
   await Deno.chmod(dir, 0o755);
   return dir;
 }
@@ -238,4 +253,14 @@ export async function startTestStack(options: StartTestStackOptions = {}): Promi
   });
   const { close } = await startInDir(stateDir, output, () => stack.start(), () => stack.stop());
   return { stack, output, stateDir, close, [Symbol.asyncDispose]: close };
+}
+
+/** Runs `test` and, if it fails, shows the stack's last output lines with the error. */
+export async function withStackOutput(stack: TestStack, test: () => Promise<void>): Promise<void> {
+  try {
+    await test();
+  } catch (error) {
+    console.error(`--- last lines of the stack's output ---\n${stack.output.tail(80)}`);
+    throw error;
+  }
 }
