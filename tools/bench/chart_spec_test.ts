@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { chartSpec, ratioRows, renderSvg } from "./chart_spec.ts";
-import { quickResults } from "./testdata/fixtures.ts";
+import { quickResults, quickResultsWithComparisons } from "./testdata/fixtures.ts";
 
 Deno.test("ratioRows() puts each figure next to its reference, with the targets", async () => {
   const results = await quickResults();
@@ -34,4 +34,20 @@ Deno.test("renderSvg() renders the chart headless, labels included", async () =>
   assert.match(svg, /ingest: queue mode/);
   assert.match(svg, /Enqueue → stored latency/);
   assert.match(svg, /<\/svg>$/);
+});
+
+Deno.test("ratioRows() adds the previous build and the course's producer when measured", async () => {
+  const rows = ratioRows(await quickResultsWithComparisons({ course: 1.25, baseline: 0.98 }));
+  assert.deepEqual(rows.slice(0, 4).map((r) => r.label), [
+    "ingest: queue mode",
+    "ingest: previous build 6019304",
+    "ingest: course's producer",
+    "ingest: direct mode",
+  ]);
+  // On the reference's scale: queue's bar is 1.25× the course's and 0.98× the previous build's.
+  assert.ok(Math.abs(rows[0]!.ratio / rows[2]!.ratio - 1.25) < 1e-9);
+  assert.ok(Math.abs(rows[0]!.ratio / rows[1]!.ratio - 0.98) < 1e-9);
+  assert.deepEqual(rows.slice(1, 4).map((r) => r.target), [undefined, undefined, undefined]);
+  const svg = await renderSvg(chartSpec(await quickResultsWithComparisons()));
+  assert.match(svg, /ingest: course&#39;s producer|ingest: course's producer/);
 });

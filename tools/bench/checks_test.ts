@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { type Check, checkResults, checksSummary } from "./checks.ts";
 import type { RateRun } from "./end_to_end.ts";
 import type { BenchResults } from "./results.ts";
-import { emptyResults, quickResults } from "./testdata/fixtures.ts";
+import { emptyResults, quickResults, quickResultsWithComparisons } from "./testdata/fixtures.ts";
 
 function failed(checks: readonly Check[]): string[] {
   return checks.filter((c) => !c.ok).map((c) => `${c.phase}: ${c.rule}`);
@@ -99,4 +99,30 @@ Deno.test("checkResults() has nothing to check in a run that measured nothing", 
   const checks = checkResults(emptyResults());
   assert.deepEqual(checks, []);
   assert.match(checksSummary(checks), /^nothing to check/);
+});
+
+Deno.test("checkResults() counts the course's and the baseline's lists like the queue's", async () => {
+  const results = await quickResultsWithComparisons();
+  assert.deepEqual(failed(checkResults(results)), []);
+  const rules = checkResults(results).map((c) => c.rule).filter((r) =>
+    r.startsWith("course") || r.startsWith("baseline")
+  );
+  assert.deepEqual(rules, [
+    "baseline: every answer 2xx (wrk)",
+    "course: every answer 2xx (wrk)",
+    "baseline: every 202 kept (users queued ≥ 2xx counted)",
+    "course: every 202 kept (users queued ≥ 2xx counted)",
+  ]);
+  const ingest = results.ingest!;
+  const [course] = ingest.runs.course!;
+  const lost: BenchResults = {
+    ...results,
+    ingest: {
+      ...ingest,
+      runs: { ...ingest.runs, course: [{ ...course!, kept: course!.kept - 1 }] },
+    },
+  };
+  assert.deepEqual(failed(checkResults(lost)), [
+    "Ingest: course: every 202 kept (users queued ≥ 2xx counted)",
+  ]);
 });

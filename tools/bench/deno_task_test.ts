@@ -1,5 +1,13 @@
 import assert from "node:assert/strict";
-import { denoRunArgs, REFERENCE_SERVER_COMMAND, taskCommand } from "./deno_task.ts";
+import { REPO_DIR } from "../harness/repo.ts";
+import {
+  COURSE_PRODUCER_COMMAND,
+  denoRunArgs,
+  REFERENCE_SERVER_COMMAND,
+  taskCommand,
+} from "./deno_task.ts";
+
+const { NotFound } = Deno.errors;
 
 Deno.test("denoRunArgs() puts the extra flags right after run", () => {
   assert.deepEqual(
@@ -18,4 +26,21 @@ Deno.test("taskCommand() reads the server and consumer tasks from deno.json", ()
   assert.match(taskCommand("server"), /^deno run .* server\/main\.ts$/);
   assert.match(taskCommand("consumer"), /^deno run .* server-consumer\/main\.ts$/);
   assert.throws(() => taskCommand("nope"), /no such task/);
+});
+
+Deno.test("taskCommand() reads another tree's deno.json when given its dir", () => {
+  assert.equal(taskCommand("server", REPO_DIR), taskCommand("server"));
+  assert.throws(() => taskCommand("server", `${REPO_DIR}/tools`), NotFound);
+  assert.throws(
+    () => taskCommand("nope", REPO_DIR),
+    new RegExp(`${REPO_DIR}/deno.json has no such task`),
+  );
+});
+
+Deno.test("the course's producer runs with the reference server's permissions", () => {
+  assert.deepEqual(
+    denoRunArgs(COURSE_PRODUCER_COMMAND).slice(0, -1),
+    denoRunArgs(REFERENCE_SERVER_COMMAND).slice(0, -1),
+  );
+  assert.equal(denoRunArgs(COURSE_PRODUCER_COMMAND).at(-1), "tools/bench/course_producer.ts");
 });

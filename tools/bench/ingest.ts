@@ -1,29 +1,57 @@
 /**
  * Phase 1, ingest: how many `POST /users` one API process answers with 202,
- * in queue mode, next to two references measured in the same run and
- * interleaved with it round by round (so drift on a shared machine hits all
- * three alike): the same app with an `accept` that does nothing (the HTTP
- * limit of this runtime for this request) and the API in direct mode (the
- * course's baseline, one INSERT per request).
+ * in queue mode, next to references measured in the same run and interleaved
+ * with it round by round (so drift on a shared machine hits them all alike):
+ * the same app with an `accept` that does nothing (the HTTP limit of this
+ * runtime for this request), the course's own producer (`course_producer.ts`,
+ * issue #10: a bare LPUSH), with `--baseline REF` an earlier build's own API
+ * (`baseline_tree.ts`, issue #9: what our changes since cost), and the API in
+ * direct mode (the course's first version, one INSERT per request).
  *
  * @module
  */
 
 import { REPO_DIR } from "../harness/repo.ts";
+import type { BaselineInfo, BaselineTree } from "./baseline_tree.ts";
 import { type BenchServices, freshQueueName } from "./bench_services.ts";
+import { COURSE_QUEUE_NAME } from "./course_producer.ts";
 import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
-import { type ApiProcess, REFERENCE_SERVER_COMMAND, startApi, taskCommand } from "./deno_task.ts";
+import {
+  type ApiProcess,
+  COURSE_PRODUCER_COMMAND,
+  REFERENCE_SERVER_COMMAND,
+  startApi,
+  taskCommand,
+} from "./deno_task.ts";
 import { runK6 } from "./k6.ts";
 import { readCpuSeconds } from "./process_stats.ts";
 import { formatCount, type Progress } from "./progress.ts";
 import { runWrk, type WrkResult } from "./wrk.ts";
 
-/** The three servers measured. */
-export type IngestTarget = "reference" | "queue" | "direct";
+/**
+ * The servers measured, in the order each round runs them: the queue mode
+ * next to the references it is read against, direct mode last (its INSERTs
+ * leave PostgreSQL work behind that should not land in the others' runs).
+ */
+export const INGEST_TARGETS = ["reference", "queue", "baseline", "course", "direct"] as const;
+
+/** One of the servers measured. */
+export type IngestTarget = typeof INGEST_TARGETS[number];
+
+/**
+ * The targets every run has: results written before the course was measured
+ * lack it, and a run without `--baseline` lacks the baseline.
+ */
+type AlwaysMeasured = "reference" | "queue" | "direct";
+
+/** Every run of every target measured, round by round. */
+export type IngestRuns =
+  & Readonly<Record<AlwaysMeasured, readonly IngestRun[]>>
+  & Readonly<Partial<Record<Exclude<IngestTarget, AlwaysMeasured>, readonly IngestRun[]>>>;
 
 /** Sizes of the ingest phase. */
 export interface IngestPlan {
-  /** Rounds of reference → queue → direct. */
+  /** Rounds of every target in {@linkcode INGEST_TARGETS}' order. */
   readonly rounds: number;
   /** Unmeasured load before each measurement (JIT, pools). */
   readonly warmupSeconds: number;
@@ -44,18 +72,31 @@ export interface IngestRun extends WrkResult {
   readonly redisCores: number;
   /** CPU PostgreSQL used during the run, in cores. */
   readonly postgresCores: number;
-  /** Users found queued (or stored) after the run, to check every 202 was kept. */
+  /**
+   * Users found queued (or stored, in direct mode) after the run, to check
+   * every 202 was kept; 0 for the reference, which keeps nothing.
+   */
   readonly kept: number;
 }
 
 /** Everything the ingest phase measured. */
 export interface IngestResult {
   readonly plan: IngestPlan;
-  readonly runs: Readonly<Record<IngestTarget, readonly IngestRun[]>>;
+  readonly runs: IngestRuns;
   /** Median of the per-round ratios of queue to reference req/s. */
   readonly queueRatio: number;
   /** Median of the per-round ratios of direct to reference req/s. */
   readonly directRatio: number;
+  /**
+   * Median of the per-round ratios of queue to the course's producer req/s
+   * (queue ÷ course: above 1 is faster than the course). Absent in results
+   * written before the course was measured.
+   */
+  readonly courseRatio?: number;
+  /** Median of the per-round ratios of queue to baseline req/s (queue ÷ baseline); with `--baseline` only. */
+  readonly baselineRatio?: number;
+  /** Which build the baseline was; with `--baseline` only. */
+  readonly baseline?: BaselineInfo;
   /**
    * k6 (closed model, as many VUs as wrk's connections) on the reference, next
    * to wrk, in req/s, with the k6 thresholds it crossed.
@@ -77,6 +118,40 @@ export function median(values: readonly number[]): number {
   return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
+/**
+ * The median over rounds of `runs[i]` ÷ `against[i]` in req/s: each round's
+ * two runs are seconds apart, so drift on the machine cancels in the ratio.
+ * Rounds missing from either side are left out.
+ */
+export function pairedRatio(
+  runs: readonly { requestsPerSecond: number }[],
+  against: readonly { requestsPerSecond: number }[],
+): number {
+  const rounds = Math.min(runs.length, against.length);
+  return median(
+    Array.from(
+      { length: rounds },
+      (_, i) => runs[i]!.requestsPerSecond / against[i]!.requestsPerSecond,
+    ),
+  );
+}
+
+/** A target's req/s as a share of the reference's (median of paired rounds); NaN if not measured. */
+export function shareOfReference(ingest: IngestResult, target: IngestTarget): number {
+  if (target === "reference") return 1;
+  if (target === "queue") return ingest.queueRatio;
+  if (target === "direct") return ingest.directRatio;
+  return pairedRatio(ingest.runs[target] ?? [], ingest.runs.reference);
+}
+
+/** A CPU figure per request, in µs: the median over a target's runs. */
+export function cpuMicrosPerRequest(
+  runs: readonly IngestRun[],
+  process: "serverCores" | "redisCores",
+): number {
+  return median(runs.map((r) => r[process] / r.requestsPerSecond * 1e6));
+}
+
 /** The run with the median req/s (the lower middle one for an even count). */
 export function medianRun<T extends { requestsPerSecond: number }>(runs: readonly T[]): T {
   const sorted = runs.toSorted((a, b) => a.requestsPerSecond - b.requestsPerSecond);
@@ -89,32 +164,62 @@ interface Server {
   readonly target: IngestTarget;
   readonly process: ApiProcess;
   readonly url: string;
+  /** The Redis list it pushes to (its own, so each run counts only its users). */
+  readonly queueName: string;
+}
+
+/** Options of {@linkcode runIngest}. */
+export interface IngestOptions {
+  /** An earlier build to measure as target `baseline`. @default none: not measured */
+  baseline?: BaselineTree;
+}
+
+/** The command that starts `target`, and the tree it runs in (the repo's unless a baseline). */
+function commandOf(
+  target: IngestTarget,
+  baseline: BaselineTree | undefined,
+): { command: string; cwd?: string } {
+  switch (target) {
+    case "reference":
+      return { command: REFERENCE_SERVER_COMMAND };
+    case "course":
+      return { command: COURSE_PRODUCER_COMMAND };
+    case "baseline":
+      if (baseline === undefined) {
+        throw new TypeError("Cannot start the baseline as no --baseline tree was given");
+      }
+      return { command: baseline.serverCommand, cwd: baseline.dir };
+    default:
+      return { command: taskCommand("server") };
+  }
 }
 
 async function startServer(
   services: BenchServices,
   target: IngestTarget,
-  queueName: string,
-  cpuProfileDir?: string,
+  options: { baseline?: BaselineTree; cpuProfileDir?: string } = {},
 ): Promise<Server> {
-  const command = target === "reference" ? REFERENCE_SERVER_COMMAND : taskCommand("server");
+  // The course's list is a constant in its code; every other server gets a list of its own.
+  const queueName = target === "course" ? COURSE_QUEUE_NAME : freshQueueName(`ingest_${target}`);
+  const { command, cwd } = commandOf(target, options.baseline);
   const process = await startApi(`api-${target}`, command, {
     env: services.serviceEnv({
       API_MODE: target === "direct" ? "direct" : "queue",
       QUEUE_NAME: queueName,
       QUEUE_MAX_LENGTH: "100000000",
     }),
-    cpuProfileDir,
+    cpuProfileDir: options.cpuProfileDir,
+    ...(cwd === undefined ? {} : { cwd }),
   });
-  return { target, process, url: process.url };
+  return { target, process, url: process.url, queueName };
 }
 
 async function measure(
   services: BenchServices,
   server: Server,
   plan: IngestPlan,
-  queueName: string,
 ): Promise<IngestRun> {
+  const { queueName } = server;
   await runWrk(`${server.url}/users`, {
     script: SCRIPT,
     seconds: plan.warmupSeconds,
@@ -131,11 +236,13 @@ async function measure(
   });
   const cpu = ((await readCpuSeconds(server.process.pid)) ?? 0) - cpuBefore;
   const serversAfter = await services.serverCpuSeconds();
-  const kept = server.target === "queue"
-    ? await services.redis.llen(queueName)
+  const kept = server.target === "reference"
+    ? 0
     : server.target === "direct"
     ? await services.rowCount()
-    : 0;
+    : await services.redis.llen(queueName);
+  // Counted: the list goes, so Redis's memory and AOF rewrites stay small for the next runs.
+  await services.redis.del(queueName);
   return {
     ...result,
     serverCores: cpu / result.seconds,
@@ -162,27 +269,39 @@ export async function runIngest(
   plan: IngestPlan,
   progress: Progress,
   workDir: string,
+  options: IngestOptions = {},
 ): Promise<IngestResult> {
-  const queueName = freshQueueName("ingest");
-  const targets: IngestTarget[] = ["reference", "queue", "direct"];
+  const { baseline } = options;
+  const targets = INGEST_TARGETS.filter((t) => t !== "baseline" || baseline !== undefined);
   progress.step(
-    `wrk, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up, ${plan.rounds} round(s)`,
+    `wrk, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up, ${plan.rounds} round(s) of ${
+      targets.join(", ")
+    }`,
   );
-  const servers = await Promise.all(
-    targets.map((target) => startServer(services, target, queueName)),
+  const started = await Promise.allSettled(
+    targets.map((target) => startServer(services, target, { baseline })),
   );
-  const runs: Record<IngestTarget, IngestRun[]> = { reference: [], queue: [], direct: [] };
+  const servers = started.flatMap((s) => s.status === "fulfilled" ? [s.value] : []);
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (failed) {
+    // Stop the ones that did start before reporting the one that did not.
+    await Promise.all(servers.map((server) => server.process.stop()));
+    throw failed.reason;
+  }
+  const runs: Record<IngestTarget, IngestRun[]> = Object.fromEntries(
+    INGEST_TARGETS.map((t) => [t, []]),
+  ) as unknown as Record<IngestTarget, IngestRun[]>;
   let k6Check: IngestResult["k6Check"];
   try {
     for (let round = 1; round <= plan.rounds; round++) {
       for (const server of servers) {
-        const run = await measure(services, server, plan, queueName);
+        const run = await measure(services, server, plan);
         runs[server.target].push(run);
         progress.step(`round ${round}: ${describe(server.target, run)}`);
       }
     }
     if (plan.k6CheckSeconds > 0) {
-      const reference = servers[0]!;
+      const reference = servers.find((s) => s.target === "reference")!;
       const k6 = await runK6(reference.url, {
         vus: plan.connections,
         seconds: plan.k6CheckSeconds,
@@ -198,12 +317,12 @@ export async function runIngest(
   } finally {
     await Promise.all(servers.map((server) => server.process.stop()));
   }
-  await services.redis.del(queueName);
+  await services.redis.del(...servers.map((server) => server.queueName));
 
   let profile: ProfileSummary | undefined;
   if (plan.profileSeconds > 0) {
     const dir = await Deno.makeTempDir({ dir: workDir, prefix: "api-profile-" });
-    const server = await startServer(services, "queue", queueName, dir);
+    const server = await startServer(services, "queue", { cpuProfileDir: dir });
     try {
       await runWrk(`${server.url}/users`, {
         script: SCRIPT,
@@ -213,27 +332,40 @@ export async function runIngest(
     } finally {
       await server.process.stop();
     }
-    await services.redis.del(queueName);
+    await services.redis.del(server.queueName);
     profile = await summariseProfileDir(dir, { repoUrl: `file://${REPO_DIR}/`, top: 12 });
     progress.step(`profiled the queue-mode API for ${plan.profileSeconds} s under wrk`);
   }
 
-  const ratios = (target: IngestTarget) =>
-    median(
-      runs[target].map((run, i) => run.requestsPerSecond / runs.reference[i]!.requestsPerSecond),
-    );
-  const result = {
+  const result: IngestResult = {
     plan,
-    runs,
-    queueRatio: ratios("queue"),
-    directRatio: ratios("direct"),
+    runs: {
+      reference: runs.reference,
+      queue: runs.queue,
+      direct: runs.direct,
+      course: runs.course,
+      ...(baseline ? { baseline: runs.baseline } : {}),
+    },
+    queueRatio: pairedRatio(runs.queue, runs.reference),
+    directRatio: pairedRatio(runs.direct, runs.reference),
+    courseRatio: pairedRatio(runs.queue, runs.course),
+    ...(baseline
+      ? {
+        baselineRatio: pairedRatio(runs.queue, runs.baseline),
+        baseline: { ref: baseline.ref, commit: baseline.commit, subject: baseline.subject },
+      }
+      : {}),
     k6Check,
     profile,
   };
   progress.step(
-    `queue mode: ${(result.queueRatio * 100).toFixed(0)}% of the reference; direct mode: ${
-      (result.directRatio * 100).toFixed(0)
-    }%`,
+    `queue mode: ${(result.queueRatio * 100).toFixed(0)}% of the reference, ${
+      result.courseRatio!.toFixed(2)
+    }× the course's producer${
+      result.baselineRatio === undefined
+        ? ""
+        : `, ${result.baselineRatio.toFixed(2)}× the baseline ${baseline!.ref}`
+    }; direct mode: ${(result.directRatio * 100).toFixed(0)}% of the reference`,
   );
   return result;
 }

@@ -5,7 +5,8 @@
  * in the output dir.
  *
  * 1. Ingest: `POST /users` on one API process in queue mode, against the same
- *    app without Redis and the API in direct mode (wrk).
+ *    app without Redis, the course's own producer, the API in direct mode
+ *    and, with `--baseline REF`, an earlier build's API (wrk).
  * 2. Drain: consumers in single and batch mode against `insertUsers` from memory.
  * 3. End to end: the native stack through Traefik at rising open-model rates (k6).
  * 4. Growth: consumer memory and speed against backlog size; API memory under
@@ -13,23 +14,26 @@
  *
  *   deno run --cached-only --allow-read --allow-write --allow-run --allow-env \
  *     --allow-net=127.0.0.1 --allow-sys=hostname,osRelease,networkInterfaces,loadavg,uid,gid \
- *     tools/bench/main.ts [--quick] [--out DIR] [--only PHASES]
+ *     tools/bench/main.ts [--quick] [--out DIR] [--only PHASES] [--baseline REF]
  *
  * `--quick` (CI) runs every phase small and short, in under two minutes, and
  * writes to tools/bench/results/quick/ so it never overwrites the full run's
  * tools/bench/results/; `--only ingest,drain,e2e,growth` runs some phases;
+ * `--baseline REF` (a git ref: `6019304`, `HEAD~3`) also measures that
+ * commit's own API in the ingest phase, extracted with `git archive`;
  * `--render DIR/results.json --out DIR` only rewrites a run's report and chart
- * (after a change to them). Reads env: PATH,
- * HOME, STACK_TOOLS_DIR, STACK_PG_BIN_DIR. Exits 1 if a phase fails or a check
- * fails (checks.ts: a 202 not kept, an answer neither 202 nor an expected 503,
- * a crossed k6 threshold); a target that is not met is reported, not an error
- * (a busy machine must not fail CI).
+ * (after a change to them). Reads env: PATH, HOME, STACK_TOOLS_DIR,
+ * STACK_PG_BIN_DIR; runs git and tar for `--baseline`. Exits 1 if a phase
+ * fails or a check fails (checks.ts: a 202 not kept, an answer neither 202 nor
+ * an expected 503, a crossed k6 threshold); a target that is not met is
+ * reported, not an error (a busy machine must not fail CI).
  *
  * @module
  */
 
 import { parseArgs } from "node:util";
 import { REPO_DIR } from "../harness/repo.ts";
+import { type BaselineTree, prepareBaseline } from "./baseline_tree.ts";
 import { startBenchServices } from "./bench_services.ts";
 import { chartSpec, renderSvg } from "./chart_spec.ts";
 import { type Check, checkResults, checksSummary } from "./checks.ts";
@@ -56,15 +60,20 @@ export interface BenchArgs {
   readonly phases: readonly Phase[];
   /** A results.json to render again instead of measuring. */
   readonly render?: string;
+  /** A git ref whose API the ingest phase measures as target `baseline`. */
+  readonly baseline?: string;
 }
 
+const USAGE = "[--quick] [--out DIR] [--only PHASES] [--baseline REF] [--render RESULTS_JSON]";
+
 /**
- * Parses `[--quick] [--out DIR] [--only PHASES] [--render RESULTS_JSON]`.
+ * Parses `[--quick] [--out DIR] [--only PHASES] [--baseline REF] [--render RESULTS_JSON]`.
  *
- * @throws {TypeError} for an unknown argument or phase.
+ * @throws {TypeError} for an unknown argument or phase, an empty `--baseline`,
+ * or `--baseline` where it measures nothing (no ingest phase, or `--render`).
  */
 export function parseBenchArgs(args: readonly string[]): BenchArgs {
-  let values: { quick?: boolean; out?: string; only?: string; render?: string };
+  let values: { quick?: boolean; out?: string; only?: string; render?: string; baseline?: string };
   try {
     ({ values } = parseArgs({
       args: [...args],
@@ -73,13 +82,14 @@ export function parseBenchArgs(args: readonly string[]): BenchArgs {
         out: { type: "string" },
         only: { type: "string" },
         render: { type: "string" },
+        baseline: { type: "string" },
       },
       strict: true,
       allowPositionals: false,
     }));
   } catch (error) {
     throw new TypeError(
-      `Cannot run the benchmark as the arguments are not [--quick] [--out DIR] [--only PHASES]: current value is ${
+      `Cannot run the benchmark as the arguments are not ${USAGE}: current value is ${
         JSON.stringify(args.join(" "))
       }`,
       { cause: error },
@@ -96,11 +106,27 @@ export function parseBenchArgs(args: readonly string[]): BenchArgs {
       }: current value is "${values.only}"`,
     );
   }
+  const { baseline } = values;
+  if (baseline !== undefined) {
+    const why = baseline.trim() === ""
+      ? "it takes a git ref"
+      : values.render !== undefined
+      ? "--render measures nothing"
+      : !phases.includes("ingest")
+      ? "only the ingest phase measures it"
+      : undefined;
+    if (why !== undefined) {
+      throw new TypeError(
+        `Cannot use --baseline as ${why}: current value is "${args.join(" ")}"`,
+      );
+    }
+  }
   return {
     quick: values.quick ?? false,
     out: values.out ?? `${REPO_DIR}/tools/bench/results${values.quick ? "/quick" : ""}`,
     phases: PHASES.filter((p) => phases.includes(p)),
     ...(values.render === undefined ? {} : { render: values.render }),
+    ...(baseline === undefined ? {} : { baseline }),
   };
 }
 
@@ -169,7 +195,9 @@ async function main(args: BenchArgs): Promise<boolean> {
   const startedAt = new Date();
   const loadBefore = loadAverage();
   progress.phase(
-    `benchmark, ${plan.variant} run: ${args.phases.join(", ")}; 1-min load average ${loadBefore}`,
+    `benchmark, ${plan.variant} run: ${args.phases.join(", ")}${
+      args.baseline === undefined ? "" : ` (baseline ${args.baseline})`
+    }; 1-min load average ${loadBefore}`,
   );
   const versions = await checkTools(args.phases);
   progress.step(
@@ -179,6 +207,12 @@ async function main(args: BenchArgs): Promise<boolean> {
   const skipped = PHASES.filter((p) => !args.phases.includes(p)).map((p) => `${p} (not asked)`);
   let results: Omit<BenchResults, "run"> = { skipped };
   try {
+    let baseline: BaselineTree | undefined;
+    if (args.baseline !== undefined) {
+      // Before any server starts, so a ref git does not know fails at once.
+      progress.phase(`preparing the baseline ${args.baseline}: git archive | tar -x`);
+      baseline = await prepareBaseline(args.baseline, workDir, progress);
+    }
     if (args.phases.some((p) => p !== "e2e")) {
       progress.phase("starting Redis and PostgreSQL (the repo's configuration) and migrating");
       await using services = await startBenchServices();
@@ -187,7 +221,10 @@ async function main(args: BenchArgs): Promise<boolean> {
       );
       if (args.phases.includes("ingest")) {
         progress.phase("1. ingest: POST /users on one API process");
-        results = { ...results, ingest: await runIngest(services, plan.ingest, progress, workDir) };
+        results = {
+          ...results,
+          ingest: await runIngest(services, plan.ingest, progress, workDir, { baseline }),
+        };
       }
       if (args.phases.includes("drain")) {
         progress.phase("2. drain: consumers against insertUsers from memory");

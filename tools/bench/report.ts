@@ -10,7 +10,17 @@ import { type Check, checkResults } from "./checks.ts";
 import type { ProfileSummary } from "./cpu_profile.ts";
 import { drainLabel, type DrainRun } from "./drain.ts";
 import { rssWhenDone } from "./growth.ts";
-import { median, medianRun } from "./ingest.ts";
+import {
+  cpuMicrosPerRequest,
+  INGEST_TARGETS,
+  type IngestResult,
+  type IngestRun,
+  type IngestTarget,
+  median,
+  medianRun,
+  pairedRatio,
+  shareOfReference,
+} from "./ingest.ts";
 import { formatCount } from "./progress.ts";
 import type { BenchResults } from "./results.ts";
 import type { TargetVerdict } from "./targets.ts";
@@ -63,42 +73,123 @@ function targetsSection(verdicts: readonly TargetVerdict[]): string {
   );
 }
 
+/** The ingest targets a run measured, in round order, with their runs. */
+function measuredTargets(
+  ingest: IngestResult,
+): { target: IngestTarget; runs: readonly IngestRun[] }[] {
+  return INGEST_TARGETS.flatMap((target) => {
+    const runs = ingest.runs[target];
+    return runs === undefined || runs.length === 0 ? [] : [{ target, runs }];
+  });
+}
+
+/** A target's name in the tables. */
+export function ingestLabel(target: IngestTarget, ingest: IngestResult): string {
+  switch (target) {
+    case "reference":
+      return "reference (same app, `accept` does nothing)";
+    case "queue":
+      return "**API, queue mode**";
+    case "baseline":
+      return `previous build \`${
+        ingest.baseline?.commit.slice(0, 7) ?? "?"
+      }\` (its own API, queue mode)`;
+    case "course":
+      return "the course's producer (`course_producer.ts`: LPUSH, nothing else)";
+    case "direct":
+      return "API, direct mode (the course's first version: an INSERT per request)";
+  }
+}
+
+/**
+ * Issue #10's and #9's comparisons: queue mode against the course's producer
+ * and the previous build, by req/s in the same rounds and by CPU per request
+ * of the API process and of Redis; empty when neither was measured.
+ */
+function comparisonLines(ingest: IngestResult): string[] {
+  const queue = ingest.runs.queue;
+  const compared = (["course", "baseline"] as const).flatMap((target) => {
+    const runs = ingest.runs[target];
+    return runs === undefined || runs.length === 0 ? [] : [{ target, runs }];
+  });
+  if (compared.length === 0) return [];
+  const micros = (runs: readonly IngestRun[], process: "serverCores" | "redisCores") =>
+    cpuMicrosPerRequest(runs, process).toFixed(1);
+  const rows = compared.map(({ target, runs }) => [
+    target === "course"
+      ? "the course's producer"
+      : `previous build \`${ingest.baseline?.commit.slice(0, 7) ?? "?"}\``,
+    formatCount(median(runs.map((r) => r.requestsPerSecond))),
+    `${pairedRatio(queue, runs).toFixed(2)}×`,
+    `${micros(queue, "serverCores")} vs ${micros(runs, "serverCores")}`,
+    `${micros(queue, "redisCores")} vs ${micros(runs, "redisCores")}`,
+  ]);
+  const lines = [
+    "",
+    `**Against the course's producer and the previous build.** Queue mode (${
+      formatCount(median(queue.map((r) => r.requestsPerSecond)))
+    } req/s) divided by each, round by round (the median of the per-round ratios: above 1× is faster); CPU per request is the median over the rounds of CPU time over requests answered, for the API process and for Redis (which only the measured server uses during its run).`,
+    "",
+    markdownTable(
+      [
+        "Compared with",
+        "its req/s",
+        "queue / it",
+        "API CPU µs/request (queue vs it)",
+        "Redis CPU µs/request (queue vs it)",
+      ],
+      rows,
+      ["left", "right", "right", "right", "right"],
+    ),
+  ];
+  if (ingest.runs.course !== undefined) {
+    lines.push(
+      "",
+      "The course's producer is its chapter's `POST /users` as written: the name from the JSON body, LPUSHed as `{ name }` onto one list with ioredis' defaults, 202 \"Accepted\" — no content-type check, body limit, validation, id, envelope, queue bound or deadline, which the queue mode pays for. It runs directly here; issue #10 also wants it behind Traefik in the end-to-end phase, which this benchmark does not do yet.",
+    );
+  }
+  if (ingest.baseline !== undefined) {
+    const { ref, commit, subject } = ingest.baseline;
+    lines.push(
+      "",
+      `The previous build is \`${ref}\` = \`${
+        commit.slice(0, 10)
+      }\` ("${subject}"): its tree from \`git archive\`, its own \`deno task server\` command and packages, on the same Redis with its own list.`,
+    );
+  }
+  return lines;
+}
+
 function ingestSection(results: BenchResults): string {
   const ingest = results.ingest!;
   const { plan } = ingest;
   const reference = median(ingest.runs.reference.map((r) => r.requestsPerSecond));
-  const rows = (["reference", "queue", "direct"] as const).map((target) => {
-    const runs = ingest.runs[target];
+  const targets = measuredTargets(ingest);
+  const rows = targets.map(({ target, runs }) => {
     const run = medianRun(runs);
     const errors = runs.reduce((sum, r) => sum + r.non2xx + r.socketErrors, 0);
-    const ratio = target === "reference"
-      ? "100%"
-      : pct(target === "queue" ? ingest.queueRatio : ingest.directRatio);
-    const label = {
-      reference: "reference (same app, `accept` does nothing)",
-      queue: "**API, queue mode**",
-      direct: "API, direct mode (course baseline)",
-    }[target];
     return [
-      label,
+      ingestLabel(target, ingest),
       formatCount(median(runs.map((r) => r.requestsPerSecond))),
-      ratio,
+      pct(shareOfReference(ingest, target)),
       ms(run.latencyMs.p50),
       ms(run.latencyMs.p99),
       errors,
-      median(runs.map((r) => r.serverCores / r.requestsPerSecond * 1e6)).toFixed(1),
+      cpuMicrosPerRequest(runs, "serverCores").toFixed(1),
+      cpuMicrosPerRequest(runs, "redisCores").toFixed(1),
       cores(run.serverCores),
       cores(run.redisCores),
       cores(run.postgresCores),
     ];
   });
+  const others = targets.filter(({ target }) => target !== "reference");
   const rounds = ingest.runs.reference.map((ref, i) => [
     i + 1,
     formatCount(ref.requestsPerSecond),
-    formatCount(ingest.runs.queue[i]?.requestsPerSecond ?? 0),
-    pct((ingest.runs.queue[i]?.requestsPerSecond ?? 0) / ref.requestsPerSecond),
-    formatCount(ingest.runs.direct[i]?.requestsPerSecond ?? 0),
-    pct((ingest.runs.direct[i]?.requestsPerSecond ?? 0) / ref.requestsPerSecond),
+    ...others.flatMap(({ runs }) => [
+      formatCount(runs[i]?.requestsPerSecond ?? 0),
+      pct((runs[i]?.requestsPerSecond ?? 0) / ref.requestsPerSecond),
+    ]),
   ]);
   const cpuPerRequest = (target: "reference" | "queue") =>
     median(ingest.runs[target].map((r) => r.serverCores / r.requestsPerSecond * 1e6));
@@ -108,7 +199,7 @@ function ingestSection(results: BenchResults): string {
   const lost = ingest.runs.queue.filter((r) => r.kept < counted(r)).length;
   const extra = ingest.runs.queue.filter((r) => r.kept > counted(r)).length;
   const lines = [
-    `One API process on a free loopback port; wrk, ${plan.connections} connections, 1 thread, ${plan.seconds} s per run after ${plan.warmupSeconds} s of unmeasured warm-up; the three servers take turns, ${plan.rounds} round(s). Figures are medians over the rounds; the ratio is the median of the per-round ratios (each round's runs are seconds apart, so drift cancels).`,
+    `One API process on a free loopback port; wrk, ${plan.connections} connections, 1 thread, ${plan.seconds} s per run after ${plan.warmupSeconds} s of unmeasured warm-up; the ${targets.length} servers take turns, ${plan.rounds} round(s). Figures are medians over the rounds; the ratio is the median of the per-round ratios (each round's runs are seconds apart, so drift cancels).`,
     "",
     markdownTable(
       [
@@ -119,18 +210,23 @@ function ingestSection(results: BenchResults): string {
         "p99 ms",
         "errors (non-2xx, socket)",
         "server CPU µs/request",
+        "redis CPU µs/request",
         "server cores",
         "redis cores",
         "postgres cores",
       ],
       rows,
-      ["left", "right", "right", "right", "right", "right", "right", "right", "right", "right"],
+      ["left", ...Array<Align>(10).fill("right")],
     ),
     "",
     markdownTable(
-      ["Round", "reference req/s", "queue req/s", "queue/ref", "direct req/s", "direct/ref"],
+      [
+        "Round",
+        "reference req/s",
+        ...others.flatMap(({ target }) => [`${target} req/s`, `${target}/ref`]),
+      ],
       rounds,
-      ["right", "right", "right", "right", "right", "right"],
+      Array(2 + 2 * others.length).fill("right"),
     ),
     "",
     `By CPU per request, the steadier figure, queue mode costs the API ${
@@ -154,6 +250,7 @@ function ingestSection(results: BenchResults): string {
     `Reference: ${
       formatCount(reference)
     } req/s is what \`Deno.serve\` + Hono sustain for this exact request on this machine while wrk shares it; "cores" is CPU time during the run divided by its length (1.00 = one core busy), and "server CPU µs/request" is the server's CPU time divided by the requests it answered: the steadiest figure on a shared machine, since it does not depend on how much CPU the scheduler gave the server.`,
+    ...comparisonLines(ingest),
   ];
   if (ingest.k6Check) {
     const { k6, wrk } = ingest.k6Check;

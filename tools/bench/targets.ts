@@ -1,13 +1,15 @@
 /**
- * The targets of issue #4, checked against one run's results. Each is a ratio
- * between figures measured in the same run (or a latency bound), never an
- * absolute throughput, so the verdict survives a slower or busier machine.
+ * The targets of issue #4 (and ingest's two of issues #9 and #10), checked
+ * against one run's results. Each is a ratio between figures measured in the
+ * same run (or a latency bound), never an absolute throughput, so the verdict
+ * survives a slower or busier machine.
  *
  * @module
  */
 
 import { REFERENCE_BATCH } from "./drain.ts";
 import { meanRssBetween, rssWhenDone, secondHalfSpread } from "./growth.ts";
+import { cpuMicrosPerRequest, type IngestResult, type IngestRun } from "./ingest.ts";
 import type { BenchResults } from "./results.ts";
 
 /** One target's verdict. */
@@ -26,6 +28,63 @@ const pct = (ratio: number) => `${(ratio * 100).toFixed(0)}%`;
 /** The p99 enqueue → stored latency bound at half the highest sustained rate, in ms. */
 export const LATENCY_P99_BOUND_MS = 250;
 
+/**
+ * Issue #10: the API takes users at least as fast as the course's own
+ * producer (queue ÷ course req/s), though it validates, mints an id and
+ * bounds the queue where the course's does none of that.
+ */
+export const COURSE_RATIO_MIN = 1.0;
+
+/** Issue #9: what changed since the previous build costs ingest at most 5% of its req/s. */
+export const BASELINE_RATIO_MIN = 0.95;
+
+/** `1.03× (median of 3 paired rounds); API CPU 35.1 vs 36.0 µs/request` */
+function pairedMeasure(ratio: number, queue: readonly IngestRun[], other: readonly IngestRun[]) {
+  return `${ratio.toFixed(2)}× (median of ${
+    Math.min(queue.length, other.length)
+  } paired rounds); API CPU ${cpuMicrosPerRequest(queue, "serverCores").toFixed(1)} vs ${
+    cpuMicrosPerRequest(other, "serverCores").toFixed(1)
+  } µs/request`;
+}
+
+/** Issue #10's and issue #9's targets, from the course and baseline runs when there are any. */
+function comparisonVerdicts(ingest: IngestResult | undefined): TargetVerdict[] {
+  const courseTarget = `queue mode ≥ ${
+    COURSE_RATIO_MIN.toFixed(1)
+  }× the course's producer's req/s (issue #10)`;
+  const baselineTarget = `ingest cost vs the previous build ≤ ${
+    ((1 - BASELINE_RATIO_MIN) * 100).toFixed(0)
+  }%: queue mode ≥ ${BASELINE_RATIO_MIN}× its req/s (issue #9)`;
+  const { course, baseline } = ingest?.runs ?? {};
+  const courseRatio = ingest?.courseRatio;
+  const baselineRatio = ingest?.baselineRatio;
+  return [
+    ingest && course && courseRatio !== undefined
+      ? {
+        phase: "Ingest",
+        target: courseTarget,
+        measured: pairedMeasure(courseRatio, ingest.runs.queue, course),
+        met: courseRatio >= COURSE_RATIO_MIN,
+      }
+      : { phase: "Ingest", target: courseTarget, measured: "not measured", met: undefined },
+    ingest && baseline && baselineRatio !== undefined
+      ? {
+        phase: "Ingest",
+        target: baselineTarget,
+        measured: `${pairedMeasure(baselineRatio, ingest.runs.queue, baseline)}; baseline ${
+          ingest.baseline?.commit.slice(0, 7) ?? "?"
+        }`,
+        met: baselineRatio >= BASELINE_RATIO_MIN,
+      }
+      : {
+        phase: "Ingest",
+        target: baselineTarget,
+        measured: "not measured (run with --baseline REF)",
+        met: undefined,
+      },
+  ];
+}
+
 /** Every target of the issue, with this run's figure and verdict. */
 export function evaluateTargets(results: BenchResults): TargetVerdict[] {
   const verdicts: TargetVerdict[] = [];
@@ -42,6 +101,7 @@ export function evaluateTargets(results: BenchResults): TargetVerdict[] {
       met: ingest.queueRatio >= 0.85,
     });
   } else missing("Ingest", ingestTarget);
+  verdicts.push(...comparisonVerdicts(ingest));
 
   const drainRefTarget = `batch (${REFERENCE_BATCH} × 1 replica) ≥ 60% of the reference's rows/s`;
   const drainSingleTarget = `batch (${REFERENCE_BATCH} × 1 replica) ≥ 15× single mode`;

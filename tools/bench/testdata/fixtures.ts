@@ -27,3 +27,38 @@ export function emptyResults(skipped: readonly string[] = []): BenchResults {
     skipped,
   };
 }
+
+/**
+ * The captured quick run with course and baseline runs made from its queue
+ * runs: each req/s divided by `course` and `baseline` (so those are queue's
+ * ratios to them), CPU per request the same, every user kept.
+ */
+export async function quickResultsWithComparisons(
+  ratios: { course: number; baseline: number } = { course: 1.25, baseline: 0.98 },
+): Promise<BenchResults> {
+  const results = await quickResults();
+  const ingest = results.ingest!;
+  const scaled = (ratio: number) =>
+    ingest.runs.queue.map((run) => ({
+      ...run,
+      requestsPerSecond: run.requestsPerSecond / ratio,
+      requests: Math.round(run.requests / ratio),
+      kept: Math.round(run.requests / ratio),
+      serverCores: run.serverCores / ratio,
+      redisCores: run.redisCores / ratio,
+    }));
+  return {
+    ...results,
+    ingest: {
+      ...ingest,
+      runs: { ...ingest.runs, course: scaled(ratios.course), baseline: scaled(ratios.baseline) },
+      courseRatio: ratios.course,
+      baselineRatio: ratios.baseline,
+      baseline: {
+        ref: "6019304",
+        commit: "6019304fcbabff56e6a6cd0b086c8800b3d02740",
+        subject: "Swarm test: one helper lists the stack's leftovers",
+      },
+    },
+  };
+}

@@ -1,0 +1,53 @@
+import assert from "node:assert/strict";
+import {
+  cpuMicrosPerRequest,
+  INGEST_TARGETS,
+  median,
+  pairedRatio,
+  shareOfReference,
+} from "./ingest.ts";
+import { quickResults, quickResultsWithComparisons } from "./testdata/fixtures.ts";
+
+const rps = (...values: number[]) => values.map((requestsPerSecond) => ({ requestsPerSecond }));
+
+Deno.test("median() takes the middle value, or the mean of the middle two", () => {
+  assert.equal(median([3, 1, 2]), 2);
+  assert.equal(median([4, 1, 3, 2]), 2.5);
+  assert.ok(Number.isNaN(median([])));
+});
+
+Deno.test("pairedRatio() is the median of the per-round ratios, not the ratio of medians", () => {
+  // Round 2 is slow for both: paired, it is as good a round as the others.
+  assert.equal(pairedRatio(rps(100, 50, 120), rps(100, 50, 100)), 1);
+  assert.equal(pairedRatio(rps(90, 40, 60), rps(100, 50, 100)), 0.8);
+  // A round one side lacks (an interrupted run) is left out.
+  assert.equal(pairedRatio(rps(90, 80), rps(100)), 0.9);
+  assert.ok(Number.isNaN(pairedRatio([], rps(100))));
+});
+
+Deno.test("the ingest rounds measure queue mode next to every reference, direct mode last", () => {
+  assert.deepEqual(INGEST_TARGETS, ["reference", "queue", "baseline", "course", "direct"]);
+});
+
+Deno.test("shareOfReference() reads each target against the reference", async () => {
+  const results = await quickResultsWithComparisons({ course: 1.25, baseline: 0.98 });
+  const ingest = results.ingest!;
+  assert.equal(shareOfReference(ingest, "reference"), 1);
+  assert.equal(shareOfReference(ingest, "queue"), ingest.queueRatio);
+  assert.equal(shareOfReference(ingest, "direct"), ingest.directRatio);
+  // Queue is 1.25× the course, so the course is queue's share divided by 1.25.
+  const queueShare = pairedRatio(ingest.runs.queue, ingest.runs.reference);
+  assert.ok(Math.abs(shareOfReference(ingest, "course") - queueShare / 1.25) < 1e-9);
+  // Results captured before the course was measured have no course share.
+  assert.ok(Number.isNaN(shareOfReference((await quickResults()).ingest!, "course")));
+});
+
+Deno.test("cpuMicrosPerRequest() is CPU time over requests, in µs, median over runs", () => {
+  const run = (serverCores: number, redisCores: number, requestsPerSecond: number) =>
+    ({ serverCores, redisCores, requestsPerSecond }) as Parameters<
+      typeof cpuMicrosPerRequest
+    >[0][number];
+  const runs = [run(0.9, 0.3, 30_000), run(1, 0.2, 20_000), run(0.8, 0.4, 40_000)];
+  assert.equal(cpuMicrosPerRequest(runs, "serverCores"), 30);
+  assert.equal(cpuMicrosPerRequest(runs, "redisCores"), 10);
+});
