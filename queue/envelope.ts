@@ -120,3 +120,17 @@ export function decodeEnvelope(raw: string): UserEnvelope {
   }
   return { id, name, enqueued_at: enqueuedAt };
 }
+
+/**
+ * When the API enqueued `item` (ms since the epoch), read leniently for the
+ * queue's age: `undefined` for an item that is not JSON or has no numeric
+ * `enqueued_at` (one pushed by hand, which the consumer will bury).
+ */
+export function enqueuedAtOf(item: string): number | undefined {
+  try {
+    const enqueuedAt = (JSON.parse(item) as { enqueued_at?: unknown } | null)?.enqueued_at;
+    return typeof enqueuedAt === "number" && Number.isFinite(enqueuedAt) ? enqueuedAt : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -10,6 +10,7 @@
  */
 
 import type { Redis } from "ioredis";
+import { enqueuedAtOf } from "./envelope.ts";
 import type { QueueKeys } from "./keys.ts";
 import { defineQueueScripts, type OverviewReply } from "./scripts.ts";
 
@@ -53,8 +54,13 @@ export async function readOverview(
   keys: QueueKeys,
   now: number = Date.now(),
 ): Promise<Overview> {
+  return overviewFromReply(await overviewReply(redis, keys), now);
+}
+
+/** The overview script's raw reply, for readers that shape it their own way (`queue_stats.ts`). */
+export function overviewReply(redis: Redis, keys: QueueKeys): Promise<OverviewReply> {
   defineQueueScripts(redis);
-  const reply = await redis.queueOverview(
+  return redis.queueOverview(
     keys.queue,
     keys.retry,
     keys.dead,
@@ -64,7 +70,6 @@ export async function readOverview(
     keys.processingPrefix,
     keys.heartbeatPrefix,
   );
-  return overviewFromReply(reply, now);
 }
 
 /** Shapes the script's raw reply. */
@@ -99,14 +104,6 @@ function pairs(flat: readonly string[]): Record<string, number> {
 }
 
 function ageOf(item: string | null, now: number): number | null {
-  if (item === null) return null;
-  try {
-    const enqueuedAt = (JSON.parse(item) as { enqueued_at?: unknown }).enqueued_at;
-    if (typeof enqueuedAt === "number" && Number.isFinite(enqueuedAt)) {
-      return Math.max(0, now - enqueuedAt);
-    }
-  } catch {
-    // An item pushed by hand that is not JSON has no age; the consumer will bury it.
-  }
-  return null;
+  const enqueuedAt = item === null ? undefined : enqueuedAtOf(item);
+  return enqueuedAt === undefined ? null : Math.max(0, now - enqueuedAt);
 }

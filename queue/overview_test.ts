@@ -10,6 +10,7 @@ Deno.test("overviewFromReply() sums the processing lists and ages the oldest ite
     [["b", 3, -2, "5"], ["a", 10, 4_000, "20"]],
     ["invalid_item", "2"],
     ["stored", "25", "stored:a", "20"],
+    null,
   ], 3_500);
   assert.deepEqual(overview, {
     depth: { queued: 7, retry: 1, processing: 13, dead: 2 },
@@ -25,7 +26,7 @@ Deno.test("overviewFromReply() sums the processing lists and ages the oldest ite
 
 Deno.test("overviewFromReply() has no age for an empty queue or an item pushed by hand", () => {
   for (const oldest of [null, "{not json", '{"name":"no time"}']) {
-    const overview = overviewFromReply([0, 0, 0, oldest, [], [], []], 1);
+    const overview = overviewFromReply([0, 0, 0, oldest, [], [], [], null], 1);
     assert.equal(overview.oldest_queued_age_ms, null);
     assert.equal(overview.stored_total, 0);
   }

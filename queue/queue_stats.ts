@@ -1,8 +1,8 @@
 /**
  * How the queue is doing, read from Redis for the metrics: the size of every
- * list ({@linkcode RedisQueue.depth}) and the age of the oldest item waiting
- * in the main list and in the retry list, the number to alert on (a backlog
- * that drains is fine; one whose oldest item keeps ageing is not).
+ * list and the age of the oldest item waiting in the main list and in the
+ * retry list, the number to alert on (a backlog that drains is fine; one whose
+ * oldest item keeps ageing is not).
  *
  * Reading the oldest item is O(1) whatever the backlog: the API pushes at the
  * left and consumers take from the right (a handed-back item is pushed back at
@@ -13,6 +13,8 @@
  */
 
 import type { Redis } from "ioredis";
+import { enqueuedAtOf } from "./envelope.ts";
+import { overviewFromReply, overviewReply } from "./overview.ts";
 import type { QueueDepth, RedisQueue } from "./redis_queue.ts";
 
 /** The lists whose oldest item is timed. */
@@ -29,19 +31,19 @@ export interface QueueStats {
   readonly oldestAgeSeconds: Readonly<Record<WaitingList, number | undefined>>;
 }
 
-/** Reads the queue's depth and the age of its oldest items, `now` being ms since the epoch. */
+/**
+ * Reads the queue's depth and the age of its oldest items, `now` being ms
+ * since the epoch: the overview script's one round trip (`overview.ts`).
+ */
 export async function readQueueStats(
   redis: Redis,
-  queue: Pick<RedisQueue, "depth" | "keys">,
+  queue: Pick<RedisQueue, "keys">,
   now: number = Date.now(),
 ): Promise<QueueStats> {
-  const [depth, oldestQueued, oldestRetry] = await Promise.all([
-    queue.depth(),
-    redis.lindex(queue.keys.queue, -1),
-    redis.lindex(queue.keys.retry, -1),
-  ]);
+  const reply = await overviewReply(redis, queue.keys);
+  const [, , , oldestQueued, , , , oldestRetry] = reply;
   return {
-    depth,
+    depth: overviewFromReply(reply, now).depth,
     oldestAgeSeconds: { queued: ageOf(oldestQueued, now), retry: ageOf(oldestRetry, now) },
   };
 }
@@ -52,12 +54,6 @@ export async function readQueueStats(
  */
 export function ageOf(item: string | null, now: number): number | undefined {
   if (item === null) return 0;
-  let enqueuedAt: unknown;
-  try {
-    enqueuedAt = (JSON.parse(item) as { enqueued_at?: unknown } | null)?.enqueued_at;
-  } catch {
-    return undefined;
-  }
-  if (typeof enqueuedAt !== "number" || !Number.isFinite(enqueuedAt)) return undefined;
-  return Math.max(0, now - enqueuedAt) / 1_000;
+  const enqueuedAt = enqueuedAtOf(item);
+  return enqueuedAt === undefined ? undefined : Math.max(0, now - enqueuedAt) / 1_000;
 }

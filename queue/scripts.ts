@@ -341,12 +341,14 @@ return {#taken, cursor + #records - #taken, done}
 /**
  * KEYS: queue, retry, dead, consumers, dead counts, stats. ARGV: processing
  * prefix, heartbeat prefix.
- * Everything `GET /admin/overview` shows, in one read-only step (so it runs on
- * a full Redis too) that touches no item but the oldest queued one: the
- * lengths of the lists, the oldest queued item, each registered consumer's
- * processing length, heartbeat TTL (ms, -2 once expired) and stored counter,
- * and the dead-letter counts and stats hashes. Returns {queued, retry, dead,
- * oldest item or false, {id, processing, ttl, stored}…, counts…, stats…}.
+ * Everything `GET /admin/overview` and the consumer's queue gauges show, in
+ * one read-only step (so it runs on a full Redis too) that touches no item but
+ * the oldest queued and the oldest retried one: the lengths of the lists, the
+ * oldest queued item, each registered consumer's processing length, heartbeat
+ * TTL (ms, -2 once expired) and stored counter, the dead-letter counts and
+ * stats hashes, and the oldest retried item. Returns {queued, retry, dead,
+ * oldest item or false, {id, processing, ttl, stored}…, counts…, stats…,
+ * oldest retried item or false}.
  */
 const OVERVIEW = `#!lua flags=no-writes
 local consumers = {}
@@ -366,6 +368,7 @@ return {
   consumers,
   redis.call('HGETALL', KEYS[5]),
   redis.call('HGETALL', KEYS[6]),
+  redis.call('LINDEX', KEYS[2], -1),
 }
 `;
 
@@ -378,6 +381,7 @@ export type OverviewReply = [
   [string, number, number, string][],
   string[],
   string[],
+  string | null,
 ];
 
 /** The raw reply of the fetch script. */

@@ -12,12 +12,12 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import type { TaskProcess } from "../tools/harness/processes.ts";
 import { delay } from "../tools/harness/wait.ts";
+import { postgresConnection } from "./postgres_client.ts";
 import {
   answers,
   assertCleanExits,
   describeExits,
   drainAndVerify,
-  pgOptions,
   scenario,
   seconds,
   type Stage,
@@ -96,7 +96,7 @@ scenario("PostgreSQL backends terminated repeatedly under load", async (stage) =
   const load = stage.load([api], "pg-terminate");
   await delay(500);
   const admin = postgres({
-    ...pgOptions(pg),
+    ...postgresConnection(pg.env),
     max: 1,
     onnotice: () => {},
     connection: { application_name: `${TEST_APP}-admin` },

@@ -173,7 +173,7 @@ async function openWorld(): Promise<World & { close(): Promise<void> }> {
   await migrate(pg.env);
   const redis = redisClient(redisServer);
   const sql = postgres({
-    ...pgOptions(pg),
+    ...postgresConnection(pg.env),
     max: 2,
     onnotice: () => {},
     connection: { application_name: TEST_APP },
@@ -197,11 +197,6 @@ function redisClient(server: TestRedis): Redis {
   // Redis is killed on purpose; the commands retry, the events need no printing.
   redis.on("error", () => {});
   return redis;
-}
-
-/** postgres.js options for `pg`'s database. */
-export function pgOptions(pg: TestPostgres) {
-  return postgresConnection(pg.env);
 }
 
 /** A process the stage started, and what became of it. */

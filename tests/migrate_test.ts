@@ -11,7 +11,7 @@ import { freePort } from "../tools/harness/ports.ts";
 import { TaskProcess } from "../tools/harness/processes.ts";
 import { projectEnv, startPostgres, startRedis } from "../tools/harness/services.ts";
 import { waitForHttp } from "../tools/harness/wait.ts";
-import { pgOptions } from "./fault_stage.ts";
+import { connectPostgres } from "./postgres_client.ts";
 import { serviceEvents } from "./service_events.ts";
 
 /** The migrations postgres-shift recorded, and whether table `users` exists. */
@@ -27,7 +27,7 @@ Deno.test("migrate() run by four sessions at once: every one succeeds and the sc
   await using pg = await startPostgres();
   const clients = Array.from(
     { length: 4 },
-    () => postgres({ ...pgOptions(pg), max: 1, onnotice: () => {} }),
+    () => connectPostgres(pg.env),
   );
   try {
     const applied: number[] = [];
@@ -61,7 +61,7 @@ Deno.test("two consumers started at once on an empty database both migrate, get 
       PORT: String(port),
     }, `consumer-${i + 1}`)
   );
-  const sql = postgres({ ...pgOptions(pg), max: 1, onnotice: () => {} });
+  const sql = connectPostgres(pg.env);
   try {
     await Promise.all(ports.map((port, i) =>
       waitForHttp(`http://127.0.0.1:${port}/readyz`, {
