@@ -202,9 +202,12 @@ export class RedisQueue {
   /**
    * Moves up to `max` items into the consumer's processing list and returns
    * them oldest first; an empty batch when there is nothing; `undefined` when
-   * the consumer is fenced.
+   * the consumer is fenced. `held` is how many items the consumer holds
+   * unacknowledged (the batch it is storing while it fetches the next one);
+   * whatever else the list holds came from a fetch whose reply was lost, and
+   * is returned again instead of new items.
    */
-  async fetch(consumerId: string, max: number): Promise<Batch | undefined> {
+  async fetch(consumerId: string, max: number, held = 0): Promise<Batch | undefined> {
     const reply = await this.#redis.queueFetch(
       this.keys.consumers,
       this.keys.retry,
@@ -212,6 +215,7 @@ export class RedisQueue {
       this.keys.processingPrefix + consumerId,
       consumerId,
       max,
+      held,
     );
     if (reply === -1) return undefined;
     const [source, taken] = reply as [0 | 1, string[] | string | undefined];
