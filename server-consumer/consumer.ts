@@ -25,10 +25,10 @@
  *   consumer is alive however slow its inserts; each consumer periodically
  *   recovers the items of consumers whose heartbeat expired.
  * - On stop, the loop takes no new batch (a wait or a fetch in progress is
- *   given up at once; a batch already fetched early is handed back), finishes
- *   the batch in hand (or, at the shutdown
- *   deadline, gives up even a call in progress and hands the batch back to
- *   the front of the queue), and unregisters. The hand-back itself is bounded
+ *   given up at once), finishes what it holds, the batch being stored and the
+ *   one fetched during its insert (or, at the shutdown deadline, gives up
+ *   even a call in progress and hands both back to the front of the queue),
+ *   and unregisters. The hand-back itself is bounded
  *   too, so a stop ends within the deadline and {@linkcode HAND_BACK_TIMEOUT_MS}
  *   even while Redis or PostgreSQL is down or frozen: what is not handed back
  *   stays in the processing list and is recovered once the heartbeat expires.
@@ -262,7 +262,8 @@ export class Consumer {
       this.#startTimers();
       // A batch fetched while the previous one was being stored; null when none was.
       let next: Batch | undefined | null = null;
-      while (!this.#stopping) {
+      // A batch already fetched is finished even once stopping: it is in hand.
+      while (!this.#stopping || next) {
         const batch: Batch | undefined = next !== null
           ? next
           : await this.#retry(this.#redis, () => o.queue.fetch(this.#id, o.batchSize, 0));

@@ -546,3 +546,17 @@ Deno.test("Consumer fenced while storing drops the batch it fetched early: recov
   assert.equal(new Set(queue.storedIds).size, 20);
   await stop();
 });
+
+Deno.test("Consumer stopped mid-insert also stores the batch it fetched early, and takes no more", async () => {
+  const { clock, queue, store, named, consumer, stop } = setUp();
+  queue.push(...Array.from({ length: 30 }, (_, i) => user(i)));
+  store.beforeInsert = () => {
+    if (store.statements === 1) void consumer.stop();
+  };
+  void consumer.run();
+  await until(clock, () => store.rows.size === 20, "both batches in hand stored");
+  await stop();
+  assert.equal(store.statements, 2);
+  assert.equal(queue.items.length, 10, "the third batch was never taken");
+  assert.deepEqual(named("handed_back"), [{ event: "handed_back", consumer_id: "c1", items: 0 }]);
+});
