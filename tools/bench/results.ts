@@ -9,10 +9,12 @@ import type { DrainResult } from "./drain.ts";
 import type { EndToEndResult } from "./end_to_end.ts";
 import type { GrowthResult } from "./growth.ts";
 import type { IngestResult } from "./ingest.ts";
+import type { TraefikResult } from "./through_traefik.ts";
 
 /** Where and how the run happened. */
 export interface RunInfo {
-  readonly variant: "quick" | "full";
+  /** `capacity`: `--capacity`, only what the capacity model needs. */
+  readonly variant: "quick" | "full" | "capacity";
   /** ISO 8601. */
   readonly startedAt: string;
   /** The whole run, set up and reports included. */
@@ -28,6 +30,8 @@ export interface RunInfo {
 export interface BenchResults {
   readonly run: RunInfo;
   readonly ingest?: IngestResult;
+  /** Ingest through Traefik: its ceiling, our API, the course's producer. */
+  readonly traefik?: TraefikResult;
   readonly drain?: DrainResult;
   readonly endToEnd?: EndToEndResult;
   readonly growth?: GrowthResult;
