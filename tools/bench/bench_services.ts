@@ -40,6 +40,8 @@ export interface BenchServices extends AsyncDisposable {
   serverCpuSeconds(): Promise<{ redis: number; postgres: number }>;
   /** Bytes Redis holds for data (INFO memory's `used_memory`). */
   redisUsedMemory(): Promise<number>;
+  /** PostgreSQL's current WAL position, in bytes from the start of the WAL. */
+  walPosition(): Promise<number>;
   /** Stops both servers and removes their data. */
   close(): Promise<void>;
 }
@@ -111,6 +113,11 @@ export async function startBenchServices(): Promise<BenchServices> {
     },
     async redisUsedMemory() {
       return parseUsedMemory(await redis.info("memory"));
+    },
+    async walPosition() {
+      const [row] = await sql<{ bytes: number }[]>`
+        select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 as bytes`;
+      return row?.bytes ?? 0;
     },
     close,
     [Symbol.asyncDispose]: close,

@@ -21,9 +21,11 @@
  *   ceil(Redis µs × rate / (1e6 × utilisation)), and at least enough to
  *   hold a backlog of `backlogSeconds` at the rate within `shardMemoryBytes`;
  * - PostgreSQL is one primary taking every row: its cores are
- *   PostgreSQL µs × rate / (1e6 × utilisation), and once that passes
- *   `maxPrimaryCores` one primary is the limit (partition the table, batch
- *   across partitions, or a distributed PostgreSQL).
+ *   PostgreSQL µs × rate / (1e6 × utilisation), and its WAL grows by the
+ *   measured bytes per row; once the cores pass `maxPrimaryCores` or the WAL
+ *   passes `primaryWalBytesPerSecond` (at the utilisation ceiling), one
+ *   primary is the limit (partition the table, batch across partitions, or a
+ *   distributed PostgreSQL).
  *
  * Pure functions: capacity_test.ts checks the arithmetic; main.ts prints the
  * model and report.ts and chart_spec.ts show it.
@@ -51,6 +53,8 @@ export interface CapacityInputs {
   readonly consumerRowsPerSecond: number;
   /** Redis memory per queued user, bytes (the list and the status index). */
   readonly redisBytesPerUser: number;
+  /** PostgreSQL WAL per stored user, bytes. */
+  readonly walBytesPerUser: number;
 }
 
 /** The model's assumptions. */
@@ -65,6 +69,8 @@ export interface CapacityOptions {
   readonly shardMemoryBytes?: number;
   /** The most cores one PostgreSQL primary is given. @default 32 */
   readonly maxPrimaryCores?: number;
+  /** The WAL one primary writes at most, bytes/s (its disk and WAL insertion). @default 256 MiB/s */
+  readonly primaryWalBytesPerSecond?: number;
 }
 
 /** The defaults of {@linkcode CapacityOptions}. */
@@ -74,6 +80,7 @@ export const CAPACITY_DEFAULTS: Required<CapacityOptions> = {
   backlogSeconds: 60,
   shardMemoryBytes: 8 * 2 ** 30,
   maxPrimaryCores: 32,
+  primaryWalBytesPerSecond: 256 * 2 ** 20,
 };
 
 /** What one target rate needs. */
@@ -93,7 +100,13 @@ export interface TargetPlan {
   readonly shards: number;
   /** Bytes the backlog of `backlogSeconds` takes in Redis. */
   readonly backlogBytes: number;
-  /** PostgreSQL primaries at `maxPrimaryCores` each: above 1, one primary is the limit. */
+  /** WAL the primary writes at this rate, bytes/s. */
+  readonly walBytesPerSecond: number;
+  /**
+   * PostgreSQL primaries (partitions on primaries of their own, or the
+   * nodes of a distributed PostgreSQL) for the cores and the WAL: above 1,
+   * one primary is the limit.
+   */
   readonly postgresPrimaries: number;
   /** Every tier's cores added up. */
   readonly totalCores: number;
@@ -120,8 +133,10 @@ export interface CapacityModel {
   readonly unitRates: UnitRates;
   /** The rate at which one Redis shard (QUEUE_SHARDS=1) is full. */
   readonly oneShardLimit: number;
-  /** The rate at which one PostgreSQL primary of `maxPrimaryCores` is full. */
+  /** The rate at which one PostgreSQL primary is full: its cores or its WAL. */
   readonly onePrimaryLimit: number;
+  /** Which of the two bounds one primary first. */
+  readonly primaryBound: "cores" | "WAL";
   /** The tier that is full first while the stateless tiers scale out: redis or postgres. */
   readonly firstLimit: "redis" | "postgres";
   /** CPU µs per user, all tiers. */
@@ -155,6 +170,7 @@ export function capacityInputs(results: BenchResults): CapacityInputs | undefine
     redisSplit: { ingest: redisIngest, drain: redisDrain },
     consumerRowsPerSecond: drain.rowsPerSecond,
     redisBytesPerUser: drain.redisBytesPerUser ?? Number.NaN,
+    walBytesPerUser: drain.walBytesPerUser ?? Number.NaN,
   };
 }
 
@@ -193,7 +209,11 @@ export function capacityModel(
   };
   const totalMicros = TIERS.reduce((sum, tier) => sum + micros[tier], 0);
   const oneShardLimit = unitRates.redis;
-  const onePrimaryLimit = unitRates.postgres * o.maxPrimaryCores;
+  const primaryByCores = unitRates.postgres * o.maxPrimaryCores;
+  const primaryByWal = inputs.walBytesPerUser > 0
+    ? o.primaryWalBytesPerSecond * o.utilisation / inputs.walBytesPerUser
+    : Infinity;
+  const onePrimaryLimit = Math.min(primaryByCores, primaryByWal);
   const targets = o.targets.map((rate): TargetPlan => {
     const busyCores = Object.fromEntries(
       TIERS.map((tier) => [tier, micros[tier] * rate / 1e6]),
@@ -216,7 +236,8 @@ export function capacityModel(
       shardsForMemory,
       shards: Math.max(shardsForCpu, shardsForMemory, 1),
       backlogBytes,
-      postgresPrimaries: Math.ceil(cores.postgres / o.maxPrimaryCores),
+      walBytesPerSecond: inputs.walBytesPerUser * rate,
+      postgresPrimaries: Math.max(1, Math.ceil(rate / onePrimaryLimit)),
       totalCores: TIERS.reduce((sum, tier) => sum + cores[tier], 0),
     };
   });
@@ -226,6 +247,7 @@ export function capacityModel(
     unitRates,
     oneShardLimit,
     onePrimaryLimit,
+    primaryBound: primaryByWal < primaryByCores ? "WAL" : "cores",
     firstLimit: oneShardLimit <= onePrimaryLimit ? "redis" : "postgres",
     totalMicros,
     perMachine: (cores) => cores * 1e6 * o.utilisation / totalMicros,
@@ -236,7 +258,8 @@ export function capacityModel(
 /**
  * Throughput of each tier with `units` of it (cores of Traefik, API
  * replicas, Redis shards, consumers, cores of the one PostgreSQL primary,
- * which stop adding past `maxPrimaryCores`), for the chart and the table.
+ * which stop adding once the primary is full: `maxPrimaryCores` or its WAL),
+ * for the chart and the table.
  */
 export function scalingRows(
   model: CapacityModel,
@@ -246,8 +269,9 @@ export function scalingRows(
     units.map((n) => ({
       tier,
       units: n,
-      usersPerSecond: model.unitRates[tier] *
-        (tier === "postgres" ? Math.min(n, model.options.maxPrimaryCores) : n),
+      usersPerSecond: tier === "postgres"
+        ? Math.min(model.unitRates.postgres * n, model.onePrimaryLimit)
+        : model.unitRates[tier] * n,
     }))
   );
 }
@@ -299,34 +323,36 @@ export function capacityText(model: CapacityModel): string[] {
     } users/s at ${(o.utilisation * 100).toFixed(0)}% (≈ ${
       fmt(model.perMachine(2) / o.utilisation)
     } flat out)`,
-    `  Redis memory ${inputs.redisBytesPerUser.toFixed(0)} B per queued user`,
+    `  Redis memory ${inputs.redisBytesPerUser.toFixed(0)} B per queued user; PostgreSQL WAL ${
+      inputs.walBytesPerUser.toFixed(0)
+    } B per stored user`,
     `  first limit while the stateless tiers scale out: ${
       model.firstLimit === "redis"
         ? `Redis, one shard at ${
           fmt(model.oneShardLimit)
         } users/s (then QUEUE_SHARDS=K on a Redis Cluster), PostgreSQL's one primary at ${
           fmt(model.onePrimaryLimit)
-        } users/s (${o.maxPrimaryCores} cores)`
+        } users/s (bound by its ${model.primaryBound})`
         : `PostgreSQL's one primary at ${
           fmt(model.onePrimaryLimit)
-        } users/s (${o.maxPrimaryCores} cores), before one Redis shard at ${
+        } users/s (bound by its ${model.primaryBound}), before one Redis shard at ${
           fmt(model.oneShardLimit)
         } users/s`
     }`,
     "",
     `  ${"users/s".padStart(10)} ${"traefik cores".padStart(13)} ${"API replicas".padStart(12)} ${
       "QUEUE_SHARDS".padStart(12)
-    } ${"consumers".padStart(9)} ${"PG cores".padStart(8)} ${"PG primaries".padStart(12)} ${
-      "all cores".padStart(9)
-    } ${`backlog ${o.backlogSeconds} s`.padStart(14)}`,
+    } ${"consumers".padStart(9)} ${"PG cores".padStart(8)} ${"WAL MiB/s".padStart(9)} ${
+      "PG primaries".padStart(12)
+    } ${"all cores".padStart(9)} ${`backlog ${o.backlogSeconds} s`.padStart(14)}`,
     ...model.targets.map((t) =>
       `  ${fmt(t.rate).padStart(10)} ${fmt(t.cores.traefik).padStart(13)} ${
         String(t.apiReplicas).padStart(12)
       } ${String(t.shards).padStart(12)} ${String(t.consumers).padStart(9)} ${
         fmt(t.cores.postgres).padStart(8)
-      } ${String(t.postgresPrimaries).padStart(12)} ${fmt(t.totalCores).padStart(9)} ${
-        bytes(t.backlogBytes).padStart(14)
-      }`
+      } ${fmt(t.walBytesPerSecond / 2 ** 20).padStart(9)} ${
+        String(t.postgresPrimaries).padStart(12)
+      } ${fmt(t.totalCores).padStart(9)} ${bytes(t.backlogBytes).padStart(14)}`
     ),
   ];
   return lines;

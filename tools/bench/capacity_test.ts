@@ -7,6 +7,7 @@ const inputs: CapacityInputs = {
   redisSplit: { ingest: 10, drain: 4 },
   consumerRowsPerSecond: 50_000,
   redisBytesPerUser: 200,
+  walBytesPerUser: 0,
 };
 
 Deno.test("capacityModel() turns µs per user into users/s per unit at the utilisation ceiling", () => {
@@ -47,6 +48,7 @@ Deno.test("capacityModel() names the first limit and puts one primary's limit at
   const model = capacityModel(inputs, { maxPrimaryCores: 32, targets: [10_000_000] });
   assert.equal(model.oneShardLimit, 50_000);
   assert.equal(model.onePrimaryLimit, 3_200_000);
+  assert.equal(model.primaryBound, "cores");
   assert.equal(model.firstLimit, "redis");
   // 10M/s needs 100 cores of PostgreSQL: more than one primary of 32 holds.
   assert.equal(model.targets[0]?.postgresPrimaries, 4);
@@ -54,6 +56,21 @@ Deno.test("capacityModel() names the first limit and puts one primary's limit at
     maxPrimaryCores: 2,
   });
   assert.equal(pgFirst.firstLimit, "postgres");
+});
+
+Deno.test("capacityModel() bounds one primary by its WAL when that comes first", () => {
+  // 700 B of WAL per row at 100 MB/s × 0.7: 100k rows/s, far below its 32 cores' 3.2M.
+  const model = capacityModel({ ...inputs, walBytesPerUser: 700 }, {
+    primaryWalBytesPerSecond: 100e6,
+    targets: [250_000],
+  });
+  assert.equal(model.onePrimaryLimit, 100_000);
+  assert.equal(model.primaryBound, "WAL");
+  assert.equal(model.firstLimit, "redis");
+  assert.equal(model.targets[0]?.postgresPrimaries, 3);
+  assert.equal(model.targets[0]?.walBytesPerSecond, 175e6);
+  const rows = scalingRows(model, [1, 64]);
+  assert.equal(rows.find((r) => r.tier === "postgres" && r.units === 64)?.usersPerSecond, 100_000);
 });
 
 Deno.test("capacityModel() refuses a utilisation outside (0, 1] and a cost that is not positive", () => {

@@ -13,7 +13,7 @@
 import * as vega from "vega";
 import { compile, type TopLevelSpec } from "vega-lite";
 import { drainLabel, REFERENCE_BATCH } from "./drain.ts";
-import { shareOfReference } from "./ingest.ts";
+import { pairedRatio, shareOfReference } from "./ingest.ts";
 import type { BenchResults } from "./results.ts";
 import { type CapacityModel, scalingRows } from "./capacity.ts";
 import { DRAIN_SHARE_MIN, INGEST_SHARE_MIN, LATENCY_P99_BOUND_MS } from "./targets.ts";
@@ -67,7 +67,7 @@ export function ratioRows(results: BenchResults): RatioRow[] {
     }, {
       phase: "Traefik",
       label: "Traefik: course's producer × 1",
-      ratio: traefik.ceilingRatio / traefik.courseRatio,
+      ratio: pairedRatio(traefik.runs.course, traefik.runs.ceiling),
     });
   }
   if (results.drain) {

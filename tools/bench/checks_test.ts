@@ -30,8 +30,8 @@ Deno.test("checkResults() holds every check of a captured clean quick run", asyn
 
 Deno.test("checkResults() fails a rate whose stored rows differ from its 202s", async () => {
   const checks = checkResults(await withRate((run) => ({ ...run, stored: run.stored - 1 })));
-  assert.deepEqual(failed(checks), ["End to end: 3100 req/s: stored = accepted"]);
-  assert.match(checksSummary(checks), /^1 of \d+ checks FAILED: .*9016 stored, 9017 accepted/);
+  assert.deepEqual(failed(checks), ["End to end: 4700 req/s: stored = accepted"]);
+  assert.match(checksSummary(checks), /^1 of \d+ checks FAILED: .*12397 stored, 12398 accepted/);
 });
 
 Deno.test("checkResults() fails an answer that is neither 202 nor 503", async () => {
@@ -39,7 +39,7 @@ Deno.test("checkResults() fails an answer that is neither 202 nor 503", async ()
     await withRate((run) => ({ ...run, load: { ...run.load, failed: 2 } })),
   );
   assert.deepEqual(failed(checks), [
-    "End to end: 3100 req/s: every answer 202 or 503 (not sustained: 503 sheds load)",
+    "End to end: 4700 req/s: every answer 202 or 503 (not sustained: 503 sheds load)",
   ]);
 });
 

@@ -64,6 +64,11 @@ export interface DrainRun extends DrainSetup {
    * list and the status index. Absent in results written before it was measured.
    */
   readonly redisBytesPerUser?: number;
+  /**
+   * PostgreSQL's WAL written during the drain, per row (pg_current_wal_lsn
+   * before and after). Absent in results written before it was measured.
+   */
+  readonly walBytesPerUser?: number;
 }
 
 /** One timed reference insert. */
@@ -192,13 +197,21 @@ export async function timeDrain(
       return (await services.redis.llen(name)) < setup.users;
     }, { intervalMs: 5, timeoutMs: 60_000 });
     const started = performance.now();
-    const [cpuStart, serversStart] = await Promise.all([cpu(), services.serverCpuSeconds()]);
+    const [cpuStart, serversStart, walStart] = await Promise.all([
+      cpu(),
+      services.serverCpuSeconds(),
+      services.walPosition(),
+    ]);
     await waitFor("the backlog to be stored", drained, {
       intervalMs: 5,
       timeoutMs: Math.max(120_000, setup.users / 100 * 1_000),
     });
     const finished = performance.now();
-    const [cpuEnd, serversEnd] = await Promise.all([cpu(), services.serverCpuSeconds()]);
+    const [cpuEnd, serversEnd, walEnd] = await Promise.all([
+      cpu(),
+      services.serverCpuSeconds(),
+      services.walPosition(),
+    ]);
     const seconds = (finished - started) / 1_000;
     const samples = await Promise.all(samplers.map((s) => s.stop()));
     const stored = (await services.rowCount()) - warmup;
@@ -219,6 +232,7 @@ export async function timeDrain(
       redisCores: (serversEnd.redis - serversStart.redis) / seconds,
       preloadSeconds,
       redisBytesPerUser,
+      walBytesPerUser: (walEnd - walStart) / setup.users,
     };
   } finally {
     await Promise.all(samplers.map((s) => s.stop()));
@@ -302,14 +316,22 @@ export async function timeCourseDrain(
     }, { intervalMs: 5, timeoutMs: 60_000 });
     const started = performance.now();
     const cpu = async () => (await readTreeCpuSeconds([consumer.pid]))[0] ?? 0;
-    const [cpuStart, serversStart] = await Promise.all([cpu(), services.serverCpuSeconds()]);
+    const [cpuStart, serversStart, walStart] = await Promise.all([
+      cpu(),
+      services.serverCpuSeconds(),
+      services.walPosition(),
+    ]);
     await waitFor("the course's backlog to be stored", async () => {
       alive();
       taken = users - await services.redis.llen(name);
       return taken === users && await rows() === users;
     }, { intervalMs: 5, timeoutMs: Math.max(120_000, users / 100 * 1_000) });
     const finished = performance.now();
-    const [cpuEnd, serversEnd] = await Promise.all([cpu(), services.serverCpuSeconds()]);
+    const [cpuEnd, serversEnd, walEnd] = await Promise.all([
+      cpu(),
+      services.serverCpuSeconds(),
+      services.walPosition(),
+    ]);
     const seconds = (finished - started) / 1_000;
     const samples = await sampler.stop();
     return {
@@ -326,6 +348,7 @@ export async function timeCourseDrain(
       redisCores: (serversEnd.redis - serversStart.redis) / seconds,
       preloadSeconds,
       redisBytesPerUser,
+      walBytesPerUser: (walEnd - walStart) / users,
     };
   } finally {
     await sampler.stop();

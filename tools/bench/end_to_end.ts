@@ -126,12 +126,13 @@ export function ladderRates(ceiling: number, fractions: readonly number[]): numb
 
 /**
  * oha's connections for an open-model rate: enough for the requests in
- * flight at 20 ms each (a request waits for a connection, and its latency is
- * counted from its due time, so too few would show as latency and as
- * requests not sent), at least 32 and at most 1000.
+ * flight if each took 50 ms (a request waits for a free connection, its
+ * latency counted from its due time; with every connection busy for longer
+ * than that, the stack is past what it sustains and the requests oha could
+ * not send in time count as not sent), at least 64 and at most 1000.
  */
 export function openConnections(rate: number): number {
-  return Math.min(1_000, Math.max(32, Math.ceil(rate * 0.02)));
+  return Math.min(1_000, Math.max(64, Math.ceil(rate * 0.05)));
 }
 
 /**

@@ -13,9 +13,9 @@ Deno.test("ladderRates() takes fractions of the ceiling, rounded to 50 req/s, on
   assert.deepEqual(ladderRates(60, [0.1, 0.2, 1]), [50]);
 });
 
-Deno.test("openConnections() allows 20 ms per request in flight, within 32 and 1000", () => {
-  assert.equal(openConnections(500), 32);
-  assert.equal(openConnections(10_000), 200);
+Deno.test("openConnections() allows 50 ms per request in flight, within 64 and 1000", () => {
+  assert.equal(openConnections(500), 64);
+  assert.equal(openConnections(10_000), 500);
   assert.equal(openConnections(100_000), 1_000);
 });
 

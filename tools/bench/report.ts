@@ -452,7 +452,9 @@ function capacitySection(results: BenchResults): string | undefined {
       inputs.redisSplit.drain.toFixed(1)
     } µs for fetch and acknowledgement); Redis holds ${
       inputs.redisBytesPerUser.toFixed(0)
-    } bytes per queued user. One machine of 2 cores running every tier would take about ${
+    } bytes per queued user, and PostgreSQL writes ${
+      inputs.walBytesPerUser.toFixed(0)
+    } bytes of WAL per stored user. One machine of 2 cores running every tier would take about ${
       formatRate(model.perMachine(2) / o.utilisation)
     } users/s flat out${
       results.endToEnd
@@ -482,6 +484,7 @@ function capacitySection(results: BenchResults): string | undefined {
         "QUEUE_SHARDS (CPU, memory)",
         "consumers",
         "PostgreSQL cores",
+        "WAL MiB/s",
         "PostgreSQL primaries",
         "all cores",
         `Redis backlog of ${o.backlogSeconds} s`,
@@ -493,14 +496,17 @@ function capacitySection(results: BenchResults): string | undefined {
         `${t.shards} (${t.shardsForCpu}, ${t.shardsForMemory})`,
         t.consumers,
         formatRate(t.cores.postgres),
+        formatRate(t.walBytesPerSecond / 2 ** 20),
         t.postgresPrimaries,
         formatRate(t.totalCores),
         formatBytes(t.backlogBytes),
       ]),
-      Array(9).fill("right"),
+      Array(10).fill("right"),
     ),
     "",
-    `Throughput (users/s) by units of each tier, linear until a unit is full; PostgreSQL's cores stop adding past one primary of ${o.maxPrimaryCores}:`,
+    `Throughput (users/s) by units of each tier, linear until a unit is full; PostgreSQL's cores stop adding once its one primary is full (${o.maxPrimaryCores} cores, or ${
+      formatBytes(o.primaryWalBytesPerSecond)
+    }/s of WAL):`,
     "",
     markdownTable(
       ["Tier (unit)", ...units.map(String)],
@@ -515,7 +521,9 @@ function capacitySection(results: BenchResults): string | undefined {
     "",
     `Assumptions: costs per user stay what they were here (same code, same batch size, loopback network: a real network adds latency, which the consumers' count absorbs, and little CPU); each tier scales linearly with its units; a unit is used up to ${util}; the Redis backlog to hold is ${o.backlogSeconds} s of the rate (a consumer outage), ${
       formatBytes(o.shardMemoryBytes)
-    } per shard; one PostgreSQL primary gets at most ${o.maxPrimaryCores} cores and its per-row cost does not grow with them (WAL and index contention make that optimistic near the top). Past one primary: partition \`users\` (by hash of id) so that each consumer batch goes to one partition, batch across partitions, or a distributed PostgreSQL (Citus-style sharding on id).`,
+    } per shard; one PostgreSQL primary gets at most ${o.maxPrimaryCores} cores and writes at most ${
+      formatBytes(o.primaryWalBytesPerSecond)
+    }/s of WAL, and its per-row cost does not grow with them (WAL insertion and index contention make that optimistic near the top). Past one primary: partition \`users\` (by hash of id) so that each consumer batch goes to one partition, batch across partitions, or a distributed PostgreSQL (Citus-style sharding on id).`,
   ].join("\n");
 }
 

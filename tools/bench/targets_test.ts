@@ -19,8 +19,8 @@ Deno.test("evaluateTargets() judges every target of the issues from a run's rati
     "Growth",
     "Growth",
   ]);
-  // The captured quick run: queue mode at 45% of the reference (CPU 2.02×), 0.75× the course
-  // through Traefik; batch at 42% of the reference and 66× single; single 0.61× the course's.
+  // The captured quick run: queue mode at 48% of the reference (CPU 1.92×), 0.56× the course
+  // through Traefik; batch at 52% of the reference and 38× single; single 0.55× the course's.
   assert.deepEqual([0, 3, 4, 5, 6].map((i) => verdicts[i]!.met), [
     false,
     false,
@@ -28,9 +28,9 @@ Deno.test("evaluateTargets() judges every target of the issues from a run's rati
     true,
     false,
   ]);
-  assert.match(verdicts[0]!.measured, /^45% \(median of 1 paired rounds\); CPU 2\.02×/);
-  assert.match(verdicts[3]!.measured, /^0\.75× \(median of 1 paired rounds\); CPU µs\/request/);
-  assert.match(verdicts[6]!.measured, /^0\.61× \(621 vs 1021 rows\/s\)/);
+  assert.match(verdicts[0]!.measured, /^48% \(median of 1 paired rounds\); CPU 1\.92×/);
+  assert.match(verdicts[3]!.measured, /^0\.56× \(median of 1 paired rounds\); CPU µs\/request/);
+  assert.match(verdicts[6]!.measured, /^0\.55× \(1414 vs 2591 rows\/s\)/);
   assert.deepEqual([verdicts[2]!.measured, verdicts[2]!.met], [
     "not measured (run with --baseline REF)",
     undefined,
@@ -38,7 +38,7 @@ Deno.test("evaluateTargets() judges every target of the issues from a run's rati
   // Five-second rates cannot show drain ≥ ingest over 60 s; one rate at half the ceiling does not
   // climb to it; its p99 is judged.
   assert.deepEqual([7, 8, 9].map((i) => verdicts[i]!.met), [undefined, undefined, true]);
-  assert.match(verdicts[9]!.measured, /^88\.5 ms at 3100 req\/s \(not sustained\)$/);
+  assert.match(verdicts[9]!.measured, /^93\.0 ms at 4700 req\/s \(not sustained\)$/);
 });
 
 Deno.test("evaluateTargets() marks what a run did not measure", () => {
