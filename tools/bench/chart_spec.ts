@@ -104,7 +104,7 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
   if (ratios.length > 0) {
     panels.push({
       title:
-        "Share of the reference measured in the same run (100% = reference; Traefik rows: of its ceiling; ticks = targets)",
+        "Share of the same-run reference (Traefik rows: of Traefik's ceiling; ticks = targets)",
       data: { values: ratios },
       width: WIDTH,
       height: { step: 18 },

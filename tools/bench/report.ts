@@ -519,7 +519,7 @@ function capacitySection(results: BenchResults): string | undefined {
       ["left", ...Array<Align>(units.length).fill("right")],
     ),
     "",
-    `Assumptions: costs per user stay what they were here (same code, same batch size, loopback network: a real network adds latency, which the consumers' count absorbs, and little CPU); each tier scales linearly with its units; a unit is used up to ${util}; the Redis backlog to hold is ${o.backlogSeconds} s of the rate (a consumer outage), ${
+    `Assumptions: costs per user stay what they were here (same code, same batch size, loopback network: a real network adds latency, which the consumers' count absorbs, and little CPU); a consumer near its capacity takes full batches, as in the drain it was measured in (below it, batches are smaller and cost more per user, as the end-to-end phase's CPU per request shows, which only matters while it has CPU to spare); with \`QUEUE_SHARDS=K\` each shard costs per user what the one Redis did (the API's grouped pushes are split K ways, so a little more); each tier scales linearly with its units; a unit is used up to ${util}; the Redis backlog to hold is ${o.backlogSeconds} s of the rate (a consumer outage), ${
       formatBytes(o.shardMemoryBytes)
     } per shard; one PostgreSQL primary gets at most ${o.maxPrimaryCores} cores and writes at most ${
       formatBytes(o.primaryWalBytesPerSecond)
@@ -674,6 +674,19 @@ function endToEndSection(results: BenchResults): string {
       ],
       cpuRows,
       Array(8).fill("right"),
+    ),
+    "",
+    "The same as CPU µs per request accepted (each part's CPU time over the 202s of the run): what one user cost each process in the whole pipeline at that rate, next to the isolated costs the capacity model uses.",
+    "",
+    markdownTable(
+      ["offered req/s", "oha", "traefik", "API replicas", "consumers", "redis", "postgres"],
+      e2e.runs.map((r) => [
+        formatCount(r.offered),
+        ...(["generator", "traefik", "api", "consumers", "redis", "postgres"] as const).map((
+          part,
+        ) => (r.cores[part] / Math.max(r.acceptedPerSecond, 1e-9) * 1e6).toFixed(1)),
+      ]),
+      Array(7).fill("right"),
     ),
   ].join("\n");
 }
