@@ -250,9 +250,10 @@ ensure_wrk() {
 }
 
 # oha: the benchmark's load generator through Traefik and end to end (an open model at a fixed
-# rate, latency-corrected); on two cores k6's JavaScript VUs run out of CPU at ~2,000 req/s, oha
-# costs a few µs per request. Compiled from crates.io with the exact dependency versions its crate
-# pins (--locked); oha 1.16 needs Rust ≥ 1.88, which Debian 12's cargo is not.
+# rate, latency-corrected); on two cores k6's JavaScript VUs run out of CPU at ~2,000 req/s (about
+# 170 µs of CPU per request, where oha needs 20-40). Compiled from crates.io with the exact
+# dependency versions its crate pins (--locked): about 9 CPU-minutes, 5 minutes on two idle cores.
+# oha 1.16 needs Rust ≥ 1.88, which Debian 12's cargo is not (the project's machines have rustup's).
 ensure_oha() {
   if prints "oha $OHA_VERSION" oha --version; then return 0; fi
   if ! command -v cargo >/dev/null; then apt_install cargo; fi
