@@ -628,13 +628,15 @@ function endToEndSection(results: BenchResults): string {
     ) => cores(r.cores[part])),
   ]);
   return [
-    `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL, project.env's settings) on free loopback ports. Load: ${e2e.generator}, open model — a fixed request rate (\`-q\`) whatever the latency, \`--latency-correction\` (a request's latency counts from when it was due) — for ${e2e.plan.seconds} s per rate. The rates are ${
-      e2e.plan.fractions.map((f) => `${f * 100}%`).join(", ")
-    } of Traefik's ceiling, ${formatCount(e2e.ceiling)} req/s (${
-      e2e.ceilingSource === "own run"
-        ? "measured by this phase: the no-op reference behind Traefik, oha in closed loop"
-        : "the traefik phase's median"
-    }): the rate Traefik itself passes on this machine, so rates the stack cannot sustain are measured too (their excess waits in the queue, and every 202 must still be stored). Between rates the backlog drains and the table is truncated. Stored/s counts the rows stored by the time of the last enqueue, over the first-to-last-enqueue window; latency is \`stored_at - enqueued_at\` of every row, in SQL. Sustained = ≥ 99% of the requests sent answered 202 and stored/s ≥ 98% of accepted/s, with oha having sent ≥ 95% of what was asked ("not sent": requests it could not send in the time, with every connection busy; the \`oha\` CPU column shows what the load cost to make, the \`machine\` column how busy the machine was, other tenants included).`,
+    e2e.plan.fractions.length === 0
+      ? `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL) under ${e2e.generator}'s open model, ${e2e.plan.seconds} s per rate, at the rates its ladder chose: results written before Traefik's ceiling was measured and oha drove this phase, rendered again (the "oha" column is ${e2e.generator}'s CPU).`
+      : `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL, project.env's settings) on free loopback ports. Load: ${e2e.generator}, open model — a fixed request rate (\`-q\`) whatever the latency, \`--latency-correction\` (a request's latency counts from when it was due) — for ${e2e.plan.seconds} s per rate. The rates are ${
+        e2e.plan.fractions.map((f) => `${f * 100}%`).join(", ")
+      } of Traefik's ceiling, ${formatCount(e2e.ceiling)} req/s (${
+        e2e.ceilingSource === "own run"
+          ? "measured by this phase: the no-op reference behind Traefik, oha in closed loop"
+          : "the traefik phase's median"
+      }): the rate Traefik itself passes on this machine, so rates the stack cannot sustain are measured too (their excess waits in the queue, and every 202 must still be stored). Between rates the backlog drains and the table is truncated. Stored/s counts the rows stored by the time of the last enqueue, over the first-to-last-enqueue window; latency is \`stored_at - enqueued_at\` of every row, in SQL. Sustained = ≥ 99% of the requests sent answered 202 and stored/s ≥ 98% of accepted/s, with oha having sent ≥ 95% of what was asked ("not sent": requests it could not send in the time, with every connection busy; the \`oha\` CPU column shows what the load cost to make, the \`machine\` column how busy the machine was, other tenants included).`,
     "",
     `Highest sustained rate: **${formatCount(e2e.maxSustained)} req/s** offered${
       top ? ` (${formatCount(top.acceptedPerSecond)} accepted/s)` : ""
