@@ -71,6 +71,8 @@ export interface CapacityOptions {
   readonly maxPrimaryCores?: number;
   /** The WAL one primary writes at most, bytes/s (its disk and WAL insertion). @default 256 MiB/s */
   readonly primaryWalBytesPerSecond?: number;
+  /** Cores of one node, to count nodes for the stateless tiers and Redis. @default 8 */
+  readonly nodeCores?: number;
 }
 
 /** The defaults of {@linkcode CapacityOptions}. */
@@ -81,6 +83,7 @@ export const CAPACITY_DEFAULTS: Required<CapacityOptions> = {
   shardMemoryBytes: 8 * 2 ** 30,
   maxPrimaryCores: 32,
   primaryWalBytesPerSecond: 256 * 2 ** 20,
+  nodeCores: 8,
 };
 
 /** What one target rate needs. */
@@ -110,6 +113,11 @@ export interface TargetPlan {
   readonly postgresPrimaries: number;
   /** Every tier's cores added up. */
   readonly totalCores: number;
+  /**
+   * Nodes of `nodeCores` for everything but PostgreSQL: Traefik's cores, one
+   * core per API replica, consumer and Redis shard, packed.
+   */
+  readonly nodes: number;
 }
 
 /** The rate one unit of each tier takes at the utilisation ceiling, users/s. */
@@ -226,19 +234,25 @@ export function capacityModel(
     const shardsForMemory = Number.isFinite(backlogBytes)
       ? Math.ceil(backlogBytes / o.shardMemoryBytes)
       : 1;
+    const shards = Math.max(shardsForCpu, shardsForMemory, 1);
+    const apiReplicas = Math.ceil(rate / unitRates.api);
+    const consumers = Math.ceil(rate / unitRates.consumer);
     return {
       rate,
       busyCores,
       cores,
-      apiReplicas: Math.ceil(rate / unitRates.api),
-      consumers: Math.ceil(rate / unitRates.consumer),
+      apiReplicas,
+      consumers,
       shardsForCpu,
       shardsForMemory,
-      shards: Math.max(shardsForCpu, shardsForMemory, 1),
+      shards,
       backlogBytes,
       walBytesPerSecond: inputs.walBytesPerUser * rate,
       postgresPrimaries: Math.max(1, Math.ceil(rate / onePrimaryLimit)),
       totalCores: TIERS.reduce((sum, tier) => sum + cores[tier], 0),
+      nodes: Math.ceil(
+        (cores.traefik + apiReplicas + consumers + shards) / o.nodeCores,
+      ),
     };
   });
   return {
@@ -344,7 +358,9 @@ export function capacityText(model: CapacityModel): string[] {
       "QUEUE_SHARDS".padStart(12)
     } ${"consumers".padStart(9)} ${"PG cores".padStart(8)} ${"WAL MiB/s".padStart(9)} ${
       "PG primaries".padStart(12)
-    } ${"all cores".padStart(9)} ${`backlog ${o.backlogSeconds} s`.padStart(14)}`,
+    } ${`${o.nodeCores}-core nodes`.padStart(13)} ${"all cores".padStart(9)} ${
+      `backlog ${o.backlogSeconds} s`.padStart(14)
+    }`,
     ...model.targets.map((t) =>
       `  ${fmt(t.rate).padStart(10)} ${fmt(t.cores.traefik).padStart(13)} ${
         String(t.apiReplicas).padStart(12)
@@ -352,7 +368,9 @@ export function capacityText(model: CapacityModel): string[] {
         fmt(t.cores.postgres).padStart(8)
       } ${fmt(t.walBytesPerSecond / 2 ** 20).padStart(9)} ${
         String(t.postgresPrimaries).padStart(12)
-      } ${fmt(t.totalCores).padStart(9)} ${bytes(t.backlogBytes).padStart(14)}`
+      } ${String(t.nodes).padStart(13)} ${fmt(t.totalCores).padStart(9)} ${
+        bytes(t.backlogBytes).padStart(14)
+      }`
     ),
   ];
   return lines;

@@ -42,6 +42,8 @@ Deno.test("capacityModel() sizes each target rate: replicas, consumers, shards, 
   assert.ok(Math.abs(plan.cores.postgres - 1) < 1e-9);
   assert.equal(plan.postgresPrimaries, 1);
   assert.ok(Math.abs(plan.totalCores - 148 * 0.1 / 0.7) < 1e-9);
+  // Traefik's 7.14 cores, 10 API replicas, 3 consumers and 2 shards: 22.1 cores, three 8-core nodes.
+  assert.equal(plan.nodes, 3);
 });
 
 Deno.test("capacityModel() names the first limit and puts one primary's limit at its core cap", () => {

@@ -487,6 +487,7 @@ function capacitySection(results: BenchResults): string | undefined {
         "WAL MiB/s",
         "PostgreSQL primaries",
         "all cores",
+        `${o.nodeCores}-core nodes (all but PostgreSQL)`,
         `Redis backlog of ${o.backlogSeconds} s`,
       ],
       model.targets.map((t) => [
@@ -499,9 +500,10 @@ function capacitySection(results: BenchResults): string | undefined {
         formatRate(t.walBytesPerSecond / 2 ** 20),
         t.postgresPrimaries,
         formatRate(t.totalCores),
+        t.nodes,
         formatBytes(t.backlogBytes),
       ]),
-      Array(10).fill("right"),
+      Array(11).fill("right"),
     ),
     "",
     `Throughput (users/s) by units of each tier, linear until a unit is full; PostgreSQL's cores stop adding once its one primary is full (${o.maxPrimaryCores} cores, or ${
