@@ -38,6 +38,10 @@ export interface BenchServices extends AsyncDisposable {
   rowCount(): Promise<number>;
   /** CPU seconds Redis and PostgreSQL (all its processes) have used so far. */
   serverCpuSeconds(): Promise<{ redis: number; postgres: number }>;
+  /** Bytes Redis holds for data (INFO memory's `used_memory`). */
+  redisUsedMemory(): Promise<number>;
+  /** PostgreSQL's current WAL position, in bytes from the start of the WAL. */
+  walPosition(): Promise<number>;
   /** Stops both servers and removes their data. */
   close(): Promise<void>;
 }
@@ -107,9 +111,34 @@ export async function startBenchServices(): Promise<BenchServices> {
       ]);
       return { redis, postgres };
     },
+    async redisUsedMemory() {
+      return parseUsedMemory(await redis.info("memory"));
+    },
+    async walPosition() {
+      const [row] = await sql<{ bytes: number }[]>`
+        select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 as bytes`;
+      return row?.bytes ?? 0;
+    },
     close,
     [Symbol.asyncDispose]: close,
   };
+}
+
+/**
+ * `used_memory` of an INFO memory text, in bytes.
+ *
+ * @throws {TypeError} when the text has no such field.
+ */
+export function parseUsedMemory(info: string): number {
+  const match = /^used_memory:(\d+)\r?$/m.exec(info);
+  if (!match) {
+    throw new TypeError(
+      `Cannot read Redis's memory as INFO has no used_memory: current value is ${
+        JSON.stringify(info.slice(0, 200))
+      }`,
+    );
+  }
+  return Number(match[1]);
 }
 
 let queueCounter = 0;

@@ -13,9 +13,10 @@
 import * as vega from "vega";
 import { compile, type TopLevelSpec } from "vega-lite";
 import { drainLabel, REFERENCE_BATCH } from "./drain.ts";
-import { shareOfReference } from "./ingest.ts";
+import { pairedRatio, shareOfReference } from "./ingest.ts";
 import type { BenchResults } from "./results.ts";
-import { LATENCY_P99_BOUND_MS } from "./targets.ts";
+import { type CapacityModel, scalingRows } from "./capacity.ts";
+import { DRAIN_SHARE_MIN, INGEST_SHARE_MIN, LATENCY_P99_BOUND_MS } from "./targets.ts";
 
 /** One bar of the first panel. */
 export interface RatioRow {
@@ -35,7 +36,7 @@ export function ratioRows(results: BenchResults): RatioRow[] {
       phase: "Ingest",
       label: "ingest: queue mode",
       ratio: ingest.queueRatio,
-      target: 0.85,
+      target: INGEST_SHARE_MIN,
     });
     // Issue #10's and #9's references, on the same scale: queue mode's bar must reach
     // theirs (the course's) or 95% of it (the previous build's); no tick, as the target
@@ -56,16 +57,30 @@ export function ratioRows(results: BenchResults): RatioRow[] {
     }
     rows.push({ phase: "Ingest", label: "ingest: direct mode", ratio: ingest.directRatio });
   }
+  const traefik = results.traefik;
+  if (traefik) {
+    // Their own reference: Traefik's ceiling (the no-op server behind the same Traefik).
+    rows.push({
+      phase: "Traefik",
+      label: `Traefik: our API × ${traefik.plan.replicas}`,
+      ratio: traefik.ceilingRatio,
+    }, {
+      phase: "Traefik",
+      label: "Traefik: course's producer × 1",
+      ratio: pairedRatio(traefik.runs.course, traefik.runs.ceiling),
+    });
+  }
   if (results.drain) {
     const reference = results.drain.referenceRowsPerSecond;
-    for (const run of [results.drain.single, ...results.drain.batch]) {
+    const { single, course, batch } = results.drain;
+    for (const run of [single, ...(course ? [course] : []), ...batch]) {
       const isTarget = run.mode === "batch" && run.batchSize === REFERENCE_BATCH &&
         run.replicas === 1;
       rows.push({
         phase: "Drain",
         label: `drain: ${drainLabel(run)}`,
         ratio: run.rowsPerSecond / reference,
-        ...(isTarget ? { target: 0.6 } : {}),
+        ...(isTarget ? { target: DRAIN_SHARE_MIN } : {}),
       });
     }
   }
@@ -88,7 +103,8 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
   const ratios = ratioRows(results);
   if (ratios.length > 0) {
     panels.push({
-      title: "Share of the reference measured in the same run (100% = reference; ticks = targets)",
+      title:
+        "Share of the same-run reference (Traefik rows: of Traefik's ceiling; ticks = targets)",
       data: { values: ratios },
       width: WIDTH,
       height: { step: 18 },
@@ -107,7 +123,10 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
               field: "phase",
               type: "nominal",
               title: null,
-              scale: { domain: ["Ingest", "Drain"], range: ["#4c78a8", "#f58518"] },
+              scale: {
+                domain: ["Ingest", "Traefik", "Drain"],
+                range: ["#4c78a8", "#72b7b2", "#f58518"],
+              },
             },
           },
         },
@@ -139,14 +158,20 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
       { offered: r.offered, series: "stored", perSecond: r.storedPerSecond },
     ]);
     panels.push({
-      title:
-        `End to end through Traefik: per second, by offered rate (highest sustained ${e2e.maxSustained}/s)`,
+      title: `End to end through Traefik: per second, by offered rate (Traefik's ceiling ${
+        Math.round(e2e.ceiling)
+      }/s; highest sustained ${e2e.maxSustained}/s)`,
       data: { values: throughput },
       width: WIDTH,
       height: 180,
       mark: { type: "line", point: true },
       encoding: {
-        x: { field: "offered", type: "quantitative", title: "offered req/s" },
+        x: {
+          field: "offered",
+          type: "quantitative",
+          title: "offered req/s",
+          axis: { format: ",d" },
+        },
         y: { field: "perSecond", type: "quantitative", title: "per second" },
         color: { field: "series", type: "nominal", title: null },
         strokeDash: { field: "series", type: "nominal", legend: null },
@@ -166,7 +191,12 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
           data: { values: latency },
           mark: { type: "line", point: true },
           encoding: {
-            x: { field: "offered", type: "quantitative", title: "offered req/s" },
+            x: {
+              field: "offered",
+              type: "quantitative",
+              title: "offered req/s",
+              axis: { format: ",d" },
+            },
             y: { field: "ms", type: "quantitative", scale: { type: "log" }, title: "ms (log)" },
             color: { field: "series", type: "nominal", title: null },
           },
@@ -213,6 +243,65 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
     // Each panel has its own series, so its own colours and legend.
     resolve: { scale: { color: "independent" }, legend: { color: "independent" } },
     config: { font: "sans-serif", legend: { orient: "right", labelLimit: 320 } },
+    background: "white",
+  };
+  return spec as unknown as TopLevelSpec;
+}
+
+/**
+ * The capacity model's chart: users/s by units of each tier (log-log,
+ * linear per tier until one PostgreSQL primary is full), with the target
+ * rates as rules.
+ */
+export function capacityChartSpec(model: CapacityModel, title: string): TopLevelSpec {
+  const rows = scalingRows(model);
+  const spec: Record<string, unknown> = {
+    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+    title,
+    width: WIDTH,
+    height: 260,
+    layer: [
+      {
+        data: { values: rows },
+        mark: { type: "line", point: true },
+        encoding: {
+          x: {
+            field: "units",
+            type: "quantitative",
+            scale: { type: "log", base: 2 },
+            title:
+              "units of the tier (cores of Traefik and of the PostgreSQL primary; API replicas; Redis shards; consumers)",
+          },
+          y: {
+            field: "usersPerSecond",
+            type: "quantitative",
+            scale: { type: "log" },
+            title: "users/s at the utilisation ceiling (log)",
+          },
+          color: { field: "tier", type: "nominal", title: "tier", sort: null },
+        },
+      },
+      {
+        data: { values: model.targets.map((t) => ({ rate: t.rate })) },
+        mark: { type: "rule", strokeDash: [4, 3], color: "#555" },
+        encoding: { y: { field: "rate", type: "quantitative" } },
+      },
+      {
+        data: {
+          values: model.targets.map((t) => ({
+            rate: t.rate,
+            label: `${t.rate.toLocaleString("en-US")}/s`,
+          })),
+        },
+        mark: { type: "text", align: "left", dx: 4, dy: -6, color: "#555" },
+        encoding: {
+          y: { field: "rate", type: "quantitative" },
+          x: { datum: 1 },
+          text: { field: "label" },
+        },
+      },
+    ],
+    config: { font: "sans-serif" },
     background: "white",
   };
   return spec as unknown as TopLevelSpec;

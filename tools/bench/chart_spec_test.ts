@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { chartSpec, ratioRows, renderSvg } from "./chart_spec.ts";
+import { capacityChartSpec, chartSpec, ratioRows, renderSvg } from "./chart_spec.ts";
+import { capacityInputs, capacityModel } from "./capacity.ts";
 import { quickResults, quickResultsWithComparisons } from "./testdata/fixtures.ts";
 
 Deno.test("ratioRows() puts each figure next to its reference, with the targets", async () => {
@@ -7,8 +8,12 @@ Deno.test("ratioRows() puts each figure next to its reference, with the targets"
   const rows = ratioRows(results);
   assert.deepEqual(rows.map((r) => r.label), [
     "ingest: queue mode",
+    "ingest: course's producer",
     "ingest: direct mode",
+    "Traefik: our API × 2",
+    "Traefik: course's producer × 1",
     "drain: single",
+    "drain: the course's consumer",
     "drain: batch 100 × 1",
     "drain: batch 1000 × 1",
     "drain: batch 5000 × 1",
@@ -17,7 +22,11 @@ Deno.test("ratioRows() puts each figure next to its reference, with the targets"
     "drain: batch 5000 × 2",
   ]);
   assert.equal(rows[0]?.ratio, results.ingest?.queueRatio);
-  assert.deepEqual(rows.filter((r) => r.target !== undefined).map((r) => r.target), [0.85, 0.6]);
+  assert.deepEqual(rows.filter((r) => r.target !== undefined).map((r) => r.target), [0.95, 0.9]);
+  // The Traefik rows are shares of Traefik's ceiling: ours over the course's is the paired ratio.
+  const traefik = results.traefik!;
+  assert.equal(rows[3]?.ratio, traefik.ceilingRatio);
+  assert.ok(Math.abs(rows[3]!.ratio / rows[4]!.ratio - traefik.courseRatio) < 1e-9);
 });
 
 Deno.test("chartSpec() has one panel per kind of figure, and none without data", async () => {
@@ -50,4 +59,14 @@ Deno.test("ratioRows() adds the previous build and the course's producer when me
   assert.deepEqual(rows.slice(1, 4).map((r) => r.target), [undefined, undefined, undefined]);
   const svg = await renderSvg(chartSpec(await quickResultsWithComparisons()));
   assert.match(svg, /ingest: course&#39;s producer|ingest: course's producer/);
+});
+
+Deno.test("capacityChartSpec() draws one line per tier and the target rates, headless", async () => {
+  const model = capacityModel(capacityInputs(await quickResults())!);
+  const svg = await renderSvg(capacityChartSpec(model, "Capacity model"));
+  assert.match(svg, /^<svg /);
+  for (const tier of ["traefik", "api", "redis", "consumer", "postgres"]) {
+    assert.match(svg, new RegExp(`>${tier}<`));
+  }
+  assert.match(svg, /1,000,000\/s/);
 });

@@ -10,7 +10,9 @@
  *   counting with requests in flight, so a few more is normal; end to end
  *   and overload count exactly, so there they must be equal);
  * - every answer was expected: 2xx in ingest (its queue bound is far above
- *   what a run sends, so nothing may answer 503); 202 or 503 under k6, and a
+ *   what a run sends, so nothing may answer 503); 202 through Traefik in the
+ *   traefik phase (oha; our API's and the course's lists hold exactly the 202s
+ *   counted); 202 or 503 end to end (oha) and under overload (k6), and a
  *   503 only where the run asks for more than the stack takes (the overload,
  *   a rate that was not sustained);
  * - k6's thresholds held (no request failed: see post_users_k6.js);
@@ -24,7 +26,9 @@
 
 import { INGEST_TARGETS } from "./ingest.ts";
 import type { K6Result } from "./k6.ts";
+import type { LoadResult } from "./oha.ts";
 import type { BenchResults } from "./results.ts";
+import { FRONT_TARGETS } from "./through_traefik.ts";
 
 /** One check of one run. */
 export interface Check {
@@ -36,8 +40,11 @@ export interface Check {
   readonly ok: boolean;
 }
 
-function k6Answers(k6: K6Result, rejectedExpected: boolean): { measured: string; ok: boolean } {
-  const crossed = k6.crossed ?? [];
+function answers(
+  k6: K6Result | LoadResult,
+  rejectedExpected: boolean,
+): { measured: string; ok: boolean } {
+  const crossed = "crossed" in k6 ? k6.crossed ?? [] : [];
   return {
     measured: `${k6.accepted} × 202, ${k6.rejected} × 503, ${k6.failed} other or none${
       crossed.length > 0 ? `; thresholds crossed: ${crossed.join(", ")}` : ""
@@ -49,7 +56,7 @@ function k6Answers(k6: K6Result, rejectedExpected: boolean): { measured: string;
 /** Every check the results allow, in phase order; a phase that did not run has none. */
 export function checkResults(results: BenchResults): Check[] {
   const checks: Check[] = [];
-  const { ingest, endToEnd, growth } = results;
+  const { ingest, traefik, endToEnd, growth } = results;
   if (ingest) {
     // The course and the baseline are absent from older results and runs without --baseline.
     const measured = INGEST_TARGETS.flatMap((target) => {
@@ -88,19 +95,39 @@ export function checkResults(results: BenchResults): Check[] {
       });
     }
   }
+  if (traefik) {
+    for (const target of FRONT_TARGETS) {
+      const runs = traefik.runs[target];
+      const requests = runs.reduce((sum, r) => sum + r.requests, 0);
+      const accepted = runs.reduce((sum, r) => sum + r.accepted, 0);
+      checks.push({
+        phase: "Traefik",
+        rule: `${target}: every answer 202 (oha)`,
+        measured: `${requests - accepted} of ${requests} requests answered otherwise or not at all`,
+        ok: accepted === requests,
+      });
+      if (target === "ceiling") continue; // The no-op server keeps nothing.
+      checks.push({
+        phase: "Traefik",
+        rule: `${target}: every 202 kept (users queued = 202s counted)`,
+        measured: runs.map((r) => `${r.kept} queued / ${r.accepted}`).join(", "),
+        ok: runs.every((r) => r.kept === r.accepted),
+      });
+    }
+  }
   if (endToEnd) {
     for (const run of endToEnd.runs) {
       checks.push({
         phase: "End to end",
         rule: `${run.offered} req/s: stored = accepted`,
-        measured: `${run.stored} stored, ${run.k6.accepted} accepted`,
-        ok: run.stored === run.k6.accepted,
+        measured: `${run.stored} stored, ${run.load.accepted} accepted`,
+        ok: run.stored === run.load.accepted,
       }, {
         phase: "End to end",
         rule: `${run.offered} req/s: every answer 202${run.sustained ? "" : " or 503"} (${
           run.sustained ? "sustained: nothing to shed" : "not sustained: 503 sheds load"
         })`,
-        ...k6Answers(run.k6, !run.sustained),
+        ...answers(run.load, !run.sustained),
       });
     }
   }
@@ -109,7 +136,7 @@ export function checkResults(results: BenchResults): Check[] {
     checks.push({
       phase: "Growth",
       rule: "overload: every answer 202 or 503 (queue full)",
-      ...k6Answers(overload.k6, true),
+      ...answers(overload.k6, true),
     }, {
       phase: "Growth",
       rule: "overload: queue length ≤ QUEUE_MAX_LENGTH",

@@ -23,39 +23,66 @@ Deno.test("checkResults() holds every check of a captured clean quick run", asyn
   assert.deepEqual(failed(checks), []);
   assert.deepEqual(
     [...new Set(checks.map((c) => c.phase))],
-    ["Ingest", "End to end", "Growth"],
+    ["Ingest", "Traefik", "End to end", "Growth"],
   );
   assert.equal(checksSummary(checks), `all ${checks.length} checks held`);
 });
 
 Deno.test("checkResults() fails a rate whose stored rows differ from its 202s", async () => {
   const checks = checkResults(await withRate((run) => ({ ...run, stored: run.stored - 1 })));
-  assert.deepEqual(failed(checks), ["End to end: 300 req/s: stored = accepted"]);
-  assert.match(checksSummary(checks), /^1 of \d+ checks FAILED: .*1500 stored, 1501 accepted/);
+  assert.deepEqual(failed(checks), ["End to end: 4700 req/s: stored = accepted"]);
+  assert.match(checksSummary(checks), /^1 of \d+ checks FAILED: .*12397 stored, 12398 accepted/);
 });
 
 Deno.test("checkResults() fails an answer that is neither 202 nor 503", async () => {
   const checks = checkResults(
-    await withRate((run) => ({ ...run, k6: { ...run.k6, failed: 2 } })),
+    await withRate((run) => ({ ...run, load: { ...run.load, failed: 2 } })),
   );
   assert.deepEqual(failed(checks), [
-    "End to end: 300 req/s: every answer 202 (sustained: nothing to shed)",
+    "End to end: 4700 req/s: every answer 202 or 503 (not sustained: 503 sheds load)",
   ]);
 });
 
 Deno.test("checkResults() expects a 503 only at a rate that was not sustained", async () => {
   const shed = (sustained: boolean) =>
-    withRate((run) => ({ ...run, sustained, k6: { ...run.k6, rejected: 5 } }));
+    withRate((run) => ({ ...run, sustained, load: { ...run.load, rejected: 5 } }));
   assert.equal(failed(checkResults(await shed(true))).length, 1);
   assert.deepEqual(failed(checkResults(await shed(false))), []);
 });
 
-Deno.test("checkResults() fails a run in which k6 crossed a threshold", async () => {
-  const checks = checkResults(
-    await withRate((run) => ({ ...run, k6: { ...run.k6, crossed: ["http_req_failed: rate==0"] } })),
-  );
+Deno.test("checkResults() fails an overload run in which k6 crossed a threshold", async () => {
+  const results = await quickResults();
+  const growth = results.growth!;
+  const checks = checkResults({
+    ...results,
+    growth: {
+      ...growth,
+      overload: {
+        ...growth.overload,
+        k6: { ...growth.overload.k6, crossed: ["http_req_failed: rate==0"] },
+      },
+    },
+  });
   assert.equal(failed(checks).length, 1);
   assert.match(checks.find((c) => !c.ok)!.measured, /thresholds crossed: http_req_failed/);
+});
+
+Deno.test("checkResults() fails the traefik phase on a non-202 or a 202 not queued", async () => {
+  const results = await quickResults();
+  const traefik = results.traefik!;
+  const [course] = traefik.runs.course;
+  const checks = checkResults({
+    ...results,
+    traefik: {
+      ...traefik,
+      runs: { ...traefik.runs, course: [{ ...course!, accepted: course!.accepted - 2 }] },
+    },
+  });
+  // Two answers missing: not every answer was a 202, and the list holds more than were counted.
+  assert.deepEqual(failed(checks), [
+    "Traefik: course: every answer 202 (oha)",
+    "Traefik: course: every 202 kept (users queued = 202s counted)",
+  ]);
 });
 
 Deno.test("checkResults() fails ingest on a non-2xx answer or a 202 not kept", async () => {
@@ -104,9 +131,8 @@ Deno.test("checkResults() has nothing to check in a run that measured nothing", 
 Deno.test("checkResults() counts the course's and the baseline's lists like the queue's", async () => {
   const results = await quickResultsWithComparisons();
   assert.deepEqual(failed(checkResults(results)), []);
-  const rules = checkResults(results).map((c) => c.rule).filter((r) =>
-    r.startsWith("course") || r.startsWith("baseline")
-  );
+  const rules = checkResults(results).filter((c) => c.phase === "Ingest").map((c) => c.rule)
+    .filter((r) => r.startsWith("course") || r.startsWith("baseline"));
   assert.deepEqual(rules, [
     "baseline: every answer 2xx (wrk)",
     "course: every answer 2xx (wrk)",

@@ -62,6 +62,10 @@ export const REFERENCE_SERVER_COMMAND =
 export const COURSE_PRODUCER_COMMAND =
   "deno run --cached-only --allow-net --allow-env tools/bench/course_producer.ts";
 
+/** The course's consumer (issue #10's drain reference): BRPOP, one INSERT per item. */
+export const COURSE_CONSUMER_COMMAND =
+  "deno run --cached-only --allow-net --allow-env --allow-sys=hostname,osRelease,networkInterfaces tools/bench/course_consumer.ts";
+
 /** Options of {@linkcode startDenoProcess}. */
 export interface DenoProcessOptions {
   /** Added to the benchmark's own environment. */

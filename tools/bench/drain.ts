@@ -22,14 +22,21 @@ import { REPO_DIR } from "../harness/repo.ts";
 import { waitFor } from "../harness/wait.ts";
 import { benchPostgresOptions, type BenchServices, freshQueueName } from "./bench_services.ts";
 import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
-import { consumerEnv, startDenoProcess, taskCommand } from "./deno_task.ts";
+import { COURSE_TABLE } from "./course_consumer.ts";
+import { COURSE_QUEUE_NAME } from "./course_producer.ts";
+import {
+  consumerEnv,
+  COURSE_CONSUMER_COMMAND,
+  startDenoProcess,
+  taskCommand,
+} from "./deno_task.ts";
 import { benchUsers, preloadQueue } from "./preload.ts";
 import { peakMiB, readTreeCpuSeconds, type RssSample, sampleRss } from "./process_stats.ts";
 import { formatCount, type Progress } from "./progress.ts";
 
-/** How the consumers of one drain run. */
+/** How the consumers of one drain run; `course` is the course's own consumer (course_consumer.ts). */
 export interface DrainSetup {
-  readonly mode: "single" | "batch";
+  readonly mode: "single" | "batch" | "course";
   /** Rows per statement in batch mode. */
   readonly batchSize: number;
   readonly replicas: number;
@@ -52,6 +59,16 @@ export interface DrainRun extends DrainSetup {
   readonly redisCores: number;
   /** Seconds the preload took (not part of the drain). */
   readonly preloadSeconds: number;
+  /**
+   * Redis memory (INFO `used_memory`) the backlog took, per queued user: the
+   * list and the status index. Absent in results written before it was measured.
+   */
+  readonly redisBytesPerUser?: number;
+  /**
+   * PostgreSQL's WAL written during the drain, per row (pg_current_wal_lsn
+   * before and after). Absent in results written before it was measured.
+   */
+  readonly walBytesPerUser?: number;
 }
 
 /** One timed reference insert. */
@@ -82,6 +99,11 @@ export interface DrainResult {
   /** The mean of the references' rows/s. */
   readonly referenceRowsPerSecond: number;
   readonly single: DrainRun;
+  /**
+   * The course's consumer on the same backlog as single mode, right after it
+   * (issue #10). Absent in results written before it was measured.
+   */
+  readonly course?: DrainRun;
   readonly batch: readonly DrainRun[];
   readonly profile?: ProfileSummary;
 }
@@ -117,7 +139,7 @@ export function warmupUsers(setup: Pick<DrainSetup, "mode" | "batchSize" | "repl
  */
 export async function timeDrain(
   services: BenchServices,
-  setup: DrainSetup,
+  setup: DrainSetup & { readonly mode: "single" | "batch" },
   options: TimeDrainOptions = {},
 ): Promise<DrainRun> {
   const name = freshQueueName("drain");
@@ -161,10 +183,12 @@ export async function timeDrain(
     }, { intervalMs: 20, timeoutMs: 120_000 });
     taken = 0;
     await services.sql`checkpoint`;
+    const memoryBefore = await services.redisUsedMemory();
     const preloadSeconds = await preloadQueue(
       new RedisQueue(services.redis, queueKeys(staging)),
       setup.users,
     );
+    const redisBytesPerUser = ((await services.redisUsedMemory()) - memoryBefore) / setup.users;
     // The status index moves with the backlog, so the consumers keep it as they do in production.
     await services.redis.multi().rename(staging, name)
       .rename(queueKeys(staging).queuedIds, queue.keys.queuedIds).exec();
@@ -173,13 +197,21 @@ export async function timeDrain(
       return (await services.redis.llen(name)) < setup.users;
     }, { intervalMs: 5, timeoutMs: 60_000 });
     const started = performance.now();
-    const [cpuStart, serversStart] = await Promise.all([cpu(), services.serverCpuSeconds()]);
+    const [cpuStart, serversStart, walStart] = await Promise.all([
+      cpu(),
+      services.serverCpuSeconds(),
+      services.walPosition(),
+    ]);
     await waitFor("the backlog to be stored", drained, {
       intervalMs: 5,
       timeoutMs: Math.max(120_000, setup.users / 100 * 1_000),
     });
     const finished = performance.now();
-    const [cpuEnd, serversEnd] = await Promise.all([cpu(), services.serverCpuSeconds()]);
+    const [cpuEnd, serversEnd, walEnd] = await Promise.all([
+      cpu(),
+      services.serverCpuSeconds(),
+      services.walPosition(),
+    ]);
     const seconds = (finished - started) / 1_000;
     const samples = await Promise.all(samplers.map((s) => s.stop()));
     const stored = (await services.rowCount()) - warmup;
@@ -199,6 +231,8 @@ export async function timeDrain(
       postgresCores: (serversEnd.postgres - serversStart.postgres) / seconds,
       redisCores: (serversEnd.redis - serversStart.redis) / seconds,
       preloadSeconds,
+      redisBytesPerUser,
+      walBytesPerUser: (walEnd - walStart) / setup.users,
     };
   } finally {
     await Promise.all(samplers.map((s) => s.stop()));
@@ -210,6 +244,117 @@ export async function timeDrain(
       queueKeys(staging).queuedIds,
       queue.keys.stats,
     );
+  }
+}
+
+/** `count` items as the course's producer pushes them: `{ name }`, nothing else. */
+function courseItems(count: number, first = 0): string[] {
+  return Array.from(
+    { length: count },
+    (_, i) => JSON.stringify({ name: `bench user ${first + i}` }),
+  );
+}
+
+/**
+ * Times the course's consumer (course_consumer.ts) like {@linkcode timeDrain}
+ * times ours: started and warmed up on a few hundred items, then `users`
+ * items (the course's `{ name }`, LPUSHed 1000 at a time to a staging list)
+ * RENAMEd onto the course's list in one step, timed from the first item
+ * taken until the list is empty and the course's table holds every row (it
+ * has no processing list: an item taken is in flight until its INSERT ends).
+ */
+export async function timeCourseDrain(
+  services: BenchServices,
+  users: number,
+  options: Pick<TimeDrainOptions, "rssIntervalMs"> = {},
+): Promise<DrainRun> {
+  const name = COURSE_QUEUE_NAME;
+  const staging = `${name}:staging`;
+  const table = services.sql(COURSE_TABLE);
+  const rows = async () => {
+    const [row] = await services.sql<
+      { count: number }[]
+    >`select count(*)::int as count from ${table}`;
+    return row?.count ?? 0;
+  };
+  await services.redis.del(name, staging);
+  const consumer = startDenoProcess("course-consumer", COURSE_CONSUMER_COMMAND, {
+    env: services.serviceEnv(),
+  });
+  let taken = 0;
+  const sampler = sampleRss(consumer.pid, options.rssIntervalMs ?? 250, () => taken);
+  const alive = () => {
+    if (!consumer.process.running) {
+      throw new Error(`${consumer.name} exited during the drain:\n${consumer.output.tail(20)}`);
+    }
+  };
+  const push = async (key: string, count: number) => {
+    for (let first = 0; first < count; first += 1_000) {
+      await services.redis.lpush(key, ...courseItems(Math.min(1_000, count - first), first));
+    }
+  };
+  try {
+    // The consumer creates its table at start; the warm-up waits for that too.
+    const warmup = 200;
+    await push(name, warmup);
+    await waitFor("the course's warm-up to be stored", async () => {
+      alive();
+      return (await services.redis.llen(name)) === 0 &&
+        await rows().catch(() => 0) === warmup;
+    }, { intervalMs: 20, timeoutMs: 120_000 });
+    await services.sql`truncate ${table} restart identity`;
+    await services.sql`checkpoint`;
+    const memoryBefore = await services.redisUsedMemory();
+    const preloadStart = performance.now();
+    await push(staging, users);
+    const preloadSeconds = (performance.now() - preloadStart) / 1_000;
+    const redisBytesPerUser = ((await services.redisUsedMemory()) - memoryBefore) / users;
+    await services.redis.rename(staging, name);
+    await waitFor("the course's first item to be taken", async () => {
+      alive();
+      return (await services.redis.llen(name)) < users;
+    }, { intervalMs: 5, timeoutMs: 60_000 });
+    const started = performance.now();
+    const cpu = async () => (await readTreeCpuSeconds([consumer.pid]))[0] ?? 0;
+    const [cpuStart, serversStart, walStart] = await Promise.all([
+      cpu(),
+      services.serverCpuSeconds(),
+      services.walPosition(),
+    ]);
+    await waitFor("the course's backlog to be stored", async () => {
+      alive();
+      taken = users - await services.redis.llen(name);
+      return taken === users && await rows() === users;
+    }, { intervalMs: 5, timeoutMs: Math.max(120_000, users / 100 * 1_000) });
+    const finished = performance.now();
+    const [cpuEnd, serversEnd, walEnd] = await Promise.all([
+      cpu(),
+      services.serverCpuSeconds(),
+      services.walPosition(),
+    ]);
+    const seconds = (finished - started) / 1_000;
+    const samples = await sampler.stop();
+    return {
+      mode: "course",
+      batchSize: 1,
+      replicas: 1,
+      users,
+      seconds,
+      rowsPerSecond: users / seconds,
+      peakRssMiB: peakMiB(samples),
+      rssSamples: samples,
+      consumerCores: (cpuEnd - cpuStart) / seconds,
+      postgresCores: (serversEnd.postgres - serversStart.postgres) / seconds,
+      redisCores: (serversEnd.redis - serversStart.redis) / seconds,
+      preloadSeconds,
+      redisBytesPerUser,
+      walBytesPerUser: (walEnd - walStart) / users,
+    };
+  } finally {
+    await sampler.stop();
+    await consumer.stop();
+    await services.redis.del(name, staging);
+    await services.sql`drop table if exists ${table}`;
   }
 }
 
@@ -245,6 +390,7 @@ export async function timeReferenceInsert(
 
 /** A short label for a drain setup: `single`, `batch 1000 × 2`. */
 export function drainLabel(setup: Pick<DrainSetup, "mode" | "batchSize" | "replicas">): string {
+  if (setup.mode === "course") return "the course's consumer";
   return setup.mode === "single" ? "single" : `batch ${setup.batchSize} × ${setup.replicas}`;
 }
 
@@ -284,6 +430,13 @@ export async function runDrain(
     users: plan.singleUsers,
   });
   progress.step(describe(single, referenceRate));
+  // Right after single mode, on the same backlog, so the two are read against each other.
+  const course = await timeCourseDrain(services, plan.singleUsers);
+  progress.step(
+    `${describe(course, referenceRate)}; single mode ${
+      (single.rowsPerSecond / course.rowsPerSecond).toFixed(2)
+    }× it`,
+  );
   const batch: DrainRun[] = [];
   for (const replicas of plan.replicas) {
     for (const batchSize of plan.batchSizes) {
@@ -317,5 +470,13 @@ export async function runDrain(
     );
   }
   await services.resetTable();
-  return { plan, references, referenceRowsPerSecond: referenceRate, single, batch, profile };
+  return {
+    plan,
+    references,
+    referenceRowsPerSecond: referenceRate,
+    single,
+    course,
+    batch,
+    profile,
+  };
 }

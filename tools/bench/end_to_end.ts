@@ -1,19 +1,24 @@
 /**
  * Phase 3, end to end: the whole native stack (Traefik, API replicas,
  * consumers, Redis, PostgreSQL, as `./stack up` runs it) under an open-model
- * k6 load at rising arrival rates. For each rate: what was accepted and what
- * was stored per second over the same window, the largest backlog seen (LLEN
- * polled during the run), and the enqueue → stored latency computed in SQL
- * from each row's `stored_at - enqueued_at`.
+ * load from oha (a fixed request rate, latency-corrected) at rising rates up
+ * to Traefik's own ceiling on this machine: what Traefik in front of the
+ * no-op reference server passes in closed loop (through_traefik.ts measures
+ * it; this phase measures it itself when that phase did not run). For each
+ * rate: what was accepted and what was stored per second over the same
+ * window, the largest backlog seen (LLEN polled during the run), and the
+ * enqueue → stored latency computed in SQL from each row's
+ * `stored_at - enqueued_at`.
  *
- * A rate counts as sustained when the stack took what k6 sent: ≥ 99% of the
- * requests answered 202, and the consumers stored as fast as the API accepted
- * over the window (so the backlog does not grow). k6 itself must have sent
- * ≥ 95% of what was asked: on a busy two-core machine it starts iterations
- * late (dropped iterations) before the stack is the limit, and a rate it did
- * not offer says nothing about the stack. The ladder doubles the rate until one is not sustained, then tries
- * the midpoint once, and finally measures half the highest sustained rate
- * (for the latency target) if it was not already on the ladder.
+ * The rates are fixed fractions of the ceiling (the issue: measured up to
+ * the rate Traefik sustains, the latency bound at half of it), so a rate the
+ * stack cannot sustain is measured too: its excess waits in the queue (or is
+ * answered 503 once the queue is full), and every 202 must still be stored.
+ * A rate counts as sustained when the stack took what oha sent: ≥ 99% of the
+ * requests answered 202, and the consumers stored as fast as the API
+ * accepted over the window (so the backlog does not grow), with oha having
+ * sent ≥ 95% of what was asked (a generator that fell behind its schedule
+ * says nothing about the stack; its CPU is in the table).
  *
  * @module
  */
@@ -25,8 +30,10 @@ import { RedisQueue } from "../../queue/redis_queue.ts";
 import { startTestStack } from "../harness/services.ts";
 import { delay, waitFor } from "../harness/wait.ts";
 import { benchPostgresOptions } from "./bench_services.ts";
-import { type K6Result, runK6 } from "./k6.ts";
+import { REFERENCE_SERVER_COMMAND, startApi } from "./deno_task.ts";
 import { onInterrupt } from "./interrupt.ts";
+import { type LoadResult, runOha } from "./oha.ts";
+import { startTraefikFront } from "./traefik_front.ts";
 import { readMachineCpu, readTreeCpuSeconds } from "./process_stats.ts";
 import { formatCount, type Progress } from "./progress.ts";
 
@@ -34,10 +41,10 @@ import { formatCount, type Progress } from "./progress.ts";
 export interface EndToEndPlan {
   /** Length of each rate's run; 0 skips the phase. */
   readonly seconds: number;
-  /** The ladder's first rate (req/s). */
-  readonly startRate: number;
-  /** The ladder stops here even if every rate was sustained. */
-  readonly maxRate: number;
+  /** The rates, as fractions of Traefik's ceiling (1 = the ceiling). */
+  readonly fractions: readonly number[];
+  /** Length of the ceiling's run when this phase measures it itself. */
+  readonly ceilingSeconds: number;
   /** API replicas behind Traefik. */
   readonly servers: number;
   readonly consumers: number;
@@ -45,16 +52,17 @@ export interface EndToEndPlan {
 
 /** One rate's measurement. */
 export interface RateRun {
-  /** The arrival rate asked of k6. */
+  /** The request rate asked of the load generator. */
   readonly offered: number;
-  readonly k6: K6Result;
+  /** What the load generator (oha) sent and was answered. */
+  readonly load: LoadResult;
   /** 202s per second over the run. */
   readonly acceptedPerSecond: number;
   /** Rows stored per second over the same window (first to last enqueue). */
   readonly storedPerSecond: number;
   /** The longest the queue got during the run. */
   readonly maxBacklog: number;
-  /** Queue length when k6 finished. */
+  /** Queue length when the load generator finished. */
   readonly endBacklog: number;
   /** Enqueue → stored latency, from the table, in milliseconds. */
   readonly latencyMs: { readonly p50: number; readonly p99: number; readonly max: number };
@@ -67,7 +75,7 @@ export interface RateRun {
 
 /** The parts whose CPU is measured during each run. */
 export type CpuPart =
-  | "k6"
+  | "generator"
   | "traefik"
   | "api"
   | "consumers"
@@ -78,48 +86,97 @@ export type CpuPart =
 /** Everything the end-to-end phase measured. */
 export interface EndToEndResult {
   readonly plan: EndToEndPlan;
+  /** Traefik's ceiling the rates are fractions of (req/s). */
+  readonly ceiling: number;
+  /** Where the ceiling came from: this phase's own run, or the traefik phase's median. */
+  readonly ceilingSource: "own run" | "traefik phase";
+  /** The load generator's name and version. */
+  readonly generator: string;
   readonly runs: readonly RateRun[];
   /** The highest rate that was sustained, or 0. */
   readonly maxSustained: number;
-  /** The run at half of it, for the latency target. */
+  /** The run at half the ceiling, for the latency target (when the fractions have 0.5). */
   readonly half?: RateRun;
+}
+
+/** Options of {@linkcode runEndToEnd}. */
+export interface EndToEndOptions {
+  /** Traefik's ceiling measured by the traefik phase. @default measured here */
+  ceiling?: number;
+  /** The load generator's name and version, for the report. */
+  generator: string;
 }
 
 /** Whether a run kept up with what was offered (see the module doc). */
 export function isSustained(run: Omit<RateRun, "sustained">, seconds: number): boolean {
   const asked = run.offered * seconds;
-  return run.k6.requests >= 0.95 * asked &&
-    run.k6.accepted >= 0.99 * run.k6.requests &&
+  return run.load.requests >= 0.95 * asked &&
+    run.load.accepted >= 0.99 * run.load.requests &&
     run.storedPerSecond >= 0.98 * run.acceptedPerSecond;
 }
 
-/** The next rate to try, or undefined when the ladder is done. */
-export function nextRate(
-  runs: readonly Pick<RateRun, "offered" | "sustained">[],
-  plan: Pick<EndToEndPlan, "startRate" | "maxRate">,
-): number | undefined {
-  if (runs.length === 0) return plan.startRate;
-  const ok = runs.filter((r) => r.sustained).map((r) => r.offered);
-  const failed = runs.filter((r) => !r.sustained).map((r) => r.offered);
-  const best = ok.length ? Math.max(...ok) : 0;
-  const worst = failed.length ? Math.min(...failed) : Infinity;
-  if (worst === Infinity) {
-    const next = best * 2;
-    return next <= plan.maxRate ? next : undefined;
+/**
+ * The ladder's rates: each fraction of `ceiling`, rounded to 50 req/s (at
+ * least 50), without repeats, lowest first.
+ */
+export function ladderRates(ceiling: number, fractions: readonly number[]): number[] {
+  const rates = fractions.map((f) => Math.max(50, Math.round(ceiling * f / 50) * 50));
+  return [...new Set(rates)].toSorted((a, b) => a - b);
+}
+
+/**
+ * oha's connections for an open-model rate: enough for the requests in
+ * flight if each took 50 ms (a request waits for a free connection, its
+ * latency counted from its due time; with every connection busy for longer
+ * than that, the stack is past what it sustains and the requests oha could
+ * not send in time count as not sent), at least 64 and at most 1000.
+ */
+export function openConnections(rate: number): number {
+  return Math.min(1_000, Math.max(64, Math.ceil(rate * 0.05)));
+}
+
+/**
+ * Traefik's ceiling, measured here: the no-op reference server in
+ * `replicas` replicas behind a Traefik configured as the stack's, oha in
+ * closed loop (64 connections) for `seconds` after a 2 s warm-up; req/s.
+ */
+export async function measureCeiling(replicas: number, seconds: number): Promise<number> {
+  const servers = await Promise.all(
+    Array.from(
+      { length: replicas },
+      (_, i) => startApi(`reference-${i + 1}`, REFERENCE_SERVER_COMMAND, { env: {} }),
+    ),
+  );
+  try {
+    await using front = await startTraefikFront("ceiling", servers.map((s) => s.url));
+    await runOha(`${front.url}/users`, { seconds: 2 });
+    const run = await runOha(`${front.url}/users`, { seconds });
+    return run.requests / run.seconds;
+  } finally {
+    await Promise.all(servers.map((s) => s.stop()));
   }
-  // One midpoint between the last sustained and the first failed rate, rounded to 50 req/s,
-  // unless it was tried already (a rate off the doubling ladder).
-  const onLadder = (rate: number) => Number.isInteger(Math.log2(rate / plan.startRate));
-  if (best === 0 || runs.some((r) => !onLadder(r.offered))) return undefined;
-  const mid = Math.round((best + worst) / 2 / 50) * 50;
-  return mid > best && mid < worst ? mid : undefined;
 }
 
 /** Runs the end-to-end phase on a fresh native stack. */
 export async function runEndToEnd(
   plan: EndToEndPlan,
   progress: Progress,
+  options: EndToEndOptions,
 ): Promise<EndToEndResult> {
+  let ceiling = options.ceiling;
+  const ceilingSource = ceiling === undefined ? "own run" : "traefik phase";
+  if (ceiling === undefined) {
+    progress.step(
+      `Traefik's ceiling: ${plan.servers} no-op reference servers behind Traefik, oha closed loop for ${plan.ceilingSeconds} s`,
+    );
+    ceiling = await measureCeiling(plan.servers, plan.ceilingSeconds);
+  }
+  const rates = ladderRates(ceiling, plan.fractions);
+  progress.step(
+    `Traefik's ceiling ${formatCount(ceiling)} req/s (${ceilingSource}); rates ${
+      rates.map(formatCount).join(", ")
+    } req/s, ${plan.seconds} s each`,
+  );
   progress.step(
     `starting the native stack: Traefik, ${plan.servers} API replicas, ${plan.consumers} consumers`,
   );
@@ -134,8 +191,8 @@ export async function runEndToEnd(
   progress.step(`stack ready at ${stack.url}`);
   const runs: RateRun[] = [];
 
-  const cpuNow = async (): Promise<Record<Exclude<CpuPart, "k6">, number>> => {
-    const groups: [Exclude<CpuPart, "k6" | "machine">, (number | undefined)[]][] = [
+  const cpuNow = async (): Promise<Record<Exclude<CpuPart, "generator">, number>> => {
+    const groups: [Exclude<CpuPart, "generator" | "machine">, (number | undefined)[]][] = [
       ["traefik", [stack.traefik?.pid]],
       ["api", stack.servers.map((s) => s.pid)],
       ["consumers", stack.consumers.map((c) => c.pid)],
@@ -153,7 +210,7 @@ export async function runEndToEnd(
       return [part, total] as const;
     });
     return { ...Object.fromEntries(parts), machine: machine.busySeconds } as Record<
-      Exclude<CpuPart, "k6">,
+      Exclude<CpuPart, "generator">,
       number
     >;
   };
@@ -169,9 +226,13 @@ export async function runEndToEnd(
         await delay(100);
       }
     })();
-    let k6: K6Result;
+    let load: LoadResult;
     try {
-      k6 = await runK6(stack.url, { rate: offered, seconds: plan.seconds });
+      load = await runOha(`${stack.url}/users`, {
+        rate: offered,
+        seconds: plan.seconds,
+        connections: openConnections(offered),
+      });
     } finally {
       polling = false;
       await poller;
@@ -180,9 +241,9 @@ export async function runEndToEnd(
     const cores = Object.fromEntries(
       Object.entries(cpuAfter).map(([part, seconds]) => [
         part,
-        (seconds - cpuBefore[part as keyof typeof cpuBefore]) / k6.seconds,
+        (seconds - cpuBefore[part as keyof typeof cpuBefore]) / load.seconds,
       ]),
-    ) as Record<Exclude<CpuPart, "k6">, number>;
+    ) as Record<Exclude<CpuPart, "generator">, number>;
     const endBacklog = await redis.llen(queueName);
     // Let the consumers finish, then read everything from the table.
     await waitFor("the backlog to drain", async () => {
@@ -203,14 +264,14 @@ export async function runEndToEnd(
     const window = Math.max(row?.window ?? 0, 0.001);
     const partial = {
       offered,
-      k6,
-      acceptedPerSecond: k6.accepted / plan.seconds,
+      load,
+      acceptedPerSecond: load.accepted / plan.seconds,
       storedPerSecond: (row?.in_window ?? 0) / window,
       maxBacklog,
       endBacklog,
       latencyMs: { p50: row?.p50 ?? 0, p99: row?.p99 ?? 0, max: row?.max ?? 0 },
       stored: row?.stored ?? 0,
-      cores: { ...cores, k6: (k6.cpuSeconds ?? 0) / k6.seconds },
+      cores: { ...cores, generator: (load.cpuSeconds ?? 0) / load.seconds },
     };
     const run = { ...partial, sustained: isSustained(partial, plan.seconds) };
     progress.step(
@@ -220,8 +281,8 @@ export async function runEndToEnd(
         formatCount(maxBacklog)
       }, enqueue→stored p50 ${run.latencyMs.p50.toFixed(1)} ms p99 ${
         run.latencyMs.p99.toFixed(1)
-      } ms, dropped ${k6.dropped}, non-202 ${k6.rejected + k6.failed}${
-        run.stored === k6.accepted ? "" : `, STORED ${run.stored} ≠ ACCEPTED ${k6.accepted}`
+      } ms, not sent ${load.dropped}, non-202 ${load.rejected + load.failed}${
+        run.stored === load.accepted ? "" : `, STORED ${run.stored} ≠ ACCEPTED ${load.accepted}`
       } → ${run.sustained ? "sustained" : "not sustained"}; cores: ${
         Object.entries(run.cores).map(([part, n]) => `${part} ${n.toFixed(2)}`).join(", ")
       }`,
@@ -230,17 +291,20 @@ export async function runEndToEnd(
   };
 
   try {
-    for (let rate = nextRate(runs, plan); rate !== undefined; rate = nextRate(runs, plan)) {
-      runs.push(await measure(rate));
-    }
+    for (const rate of rates) runs.push(await measure(rate));
     const sustained = runs.filter((r) => r.sustained).map((r) => r.offered);
     const maxSustained = sustained.length ? Math.max(...sustained) : 0;
-    let half = runs.find((r) => r.offered === maxSustained / 2);
-    if (maxSustained > 0 && half === undefined && maxSustained / 2 >= 1) {
-      half = await measure(Math.round(maxSustained / 2));
-      runs.push(half);
-    }
-    return { plan, runs: runs.toSorted((a, b) => a.offered - b.offered), maxSustained, half };
+    const halfRate = ladderRates(ceiling, [0.5])[0];
+    const half = runs.find((r) => r.offered === halfRate);
+    return {
+      plan,
+      ceiling,
+      ceilingSource,
+      generator: options.generator,
+      runs,
+      maxSustained,
+      ...(half === undefined ? {} : { half }),
+    };
   } finally {
     redis.disconnect();
     await sql.end({ timeout: 5 });

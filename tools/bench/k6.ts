@@ -1,9 +1,10 @@
 /**
- * Running k6 with `post_users_k6.js` and reading the summary it writes. k6
- * drives the open-model measurements (end to end through Traefik, and the
- * overload of one API), where requests must arrive on schedule whatever the
- * latency; wrk cannot do that, but it needs far less CPU for closed-loop
- * throughput, so the ingest benchmark uses wrk.
+ * Running k6 with `post_users_k6.js` and reading the summary it writes. k6 is
+ * the tool of the scripts users run (tests/*-k6.js); here it drives the
+ * overload of one API (an open model at a rate k6 can make) and the check of
+ * k6 against wrk on the reference. Its JavaScript VUs cost far more CPU per
+ * request than the stack does, so the closed-loop ingest runs use wrk and the
+ * runs through Traefik (up to its ceiling) use oha (oha.ts).
  *
  * @module
  */

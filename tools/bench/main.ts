@@ -7,18 +7,25 @@
  * 1. Ingest: `POST /users` on one API process in queue mode, against the same
  *    app without Redis, the course's own producer, the API in direct mode
  *    and, with `--baseline REF`, an earlier build's API (wrk).
- * 2. Drain: consumers in single and batch mode against `insertUsers` from memory.
- * 3. End to end: the native stack through Traefik at rising open-model rates (k6).
+ * 1b. Traefik: the same through Traefik (oha): its ceiling (the no-op server
+ *    behind it), our API at the stack's defaults, the course's producer.
+ * 2. Drain: consumers in single and batch mode against `insertUsers` from
+ *    memory, and the course's own consumer next to single mode.
+ * 3. End to end: the native stack through Traefik at open-model rates up to
+ *    Traefik's ceiling (oha).
  * 4. Growth: consumer memory and speed against backlog size; API memory under
  *    2× overload with a small QUEUE_MAX_LENGTH.
  *
  *   deno run --cached-only --allow-read --allow-write --allow-run --allow-env \
  *     --allow-net=127.0.0.1 --allow-sys=hostname,osRelease,networkInterfaces,loadavg,uid,gid \
- *     tools/bench/main.ts [--quick] [--out DIR] [--only PHASES] [--baseline REF]
+ *     tools/bench/main.ts [--quick | --capacity] [--out DIR] [--only PHASES] [--baseline REF]
  *
- * `--quick` (CI) runs every phase small and short, in under two minutes, and
+ * `--quick` (CI) runs every phase small and short, in about two minutes, and
  * writes to tools/bench/results/quick/ so it never overwrites the full run's
- * tools/bench/results/; `--only ingest,drain,e2e,growth` runs some phases;
+ * tools/bench/results/; `--capacity` runs what issue #11's capacity model
+ * needs (the traefik phase and a drain), prints the model and writes to
+ * tools/bench/results/capacity/ (every run whose results allow it has the
+ * model in its report); `--only ingest,traefik,drain,e2e,growth` runs some phases;
  * `--baseline REF` (a git ref: `6019304`, `HEAD~3`) also measures that
  * commit's own API in the ingest phase, extracted with `git archive`;
  * `--render DIR/results.json --out DIR` only rewrites a run's report and chart
@@ -35,27 +42,34 @@ import { parseArgs } from "node:util";
 import { REPO_DIR } from "../harness/repo.ts";
 import { type BaselineTree, prepareBaseline } from "./baseline_tree.ts";
 import { startBenchServices } from "./bench_services.ts";
-import { chartSpec, renderSvg } from "./chart_spec.ts";
+import { capacityInputs, capacityModel, capacityText } from "./capacity.ts";
+import { capacityChartSpec, chartSpec, renderSvg } from "./chart_spec.ts";
 import { type Check, checkResults, checksSummary } from "./checks.ts";
 import { runDrain } from "./drain.ts";
 import { runEndToEnd } from "./end_to_end.ts";
 import { runGrowth } from "./growth.ts";
 import { runIngest } from "./ingest.ts";
 import { installInterruptHandler } from "./interrupt.ts";
-import { FULL_PLAN, QUICK_PLAN } from "./plan.ts";
+import { CAPACITY_PLAN, FULL_PLAN, QUICK_PLAN } from "./plan.ts";
 import { Progress } from "./progress.ts";
 import { renderReport } from "./report.ts";
-import type { BenchResults } from "./results.ts";
+import { type BenchResults, upgradeResults } from "./results.ts";
 import { evaluateTargets } from "./targets.ts";
+import { runThroughTraefik } from "./through_traefik.ts";
 import { checkTools } from "./tools.ts";
 
 /** The phases, in the order they run. */
-export const PHASES = ["ingest", "drain", "growth", "e2e"] as const;
+export const PHASES = ["ingest", "traefik", "drain", "growth", "e2e"] as const;
+
+/** The phases `--capacity` runs unless `--only` says otherwise. */
+export const CAPACITY_PHASES = ["traefik", "drain"] as const;
 type Phase = typeof PHASES[number];
 
 /** The parsed command line. */
 export interface BenchArgs {
   readonly quick: boolean;
+  /** `--capacity`: the capacity model's measurements, and the model printed. */
+  readonly capacity: boolean;
   readonly out: string;
   readonly phases: readonly Phase[];
   /** A results.json to render again instead of measuring. */
@@ -64,21 +78,31 @@ export interface BenchArgs {
   readonly baseline?: string;
 }
 
-const USAGE = "[--quick] [--out DIR] [--only PHASES] [--baseline REF] [--render RESULTS_JSON]";
+const USAGE =
+  "[--quick | --capacity] [--out DIR] [--only PHASES] [--baseline REF] [--render RESULTS_JSON]";
 
 /**
- * Parses `[--quick] [--out DIR] [--only PHASES] [--baseline REF] [--render RESULTS_JSON]`.
+ * Parses `[--quick | --capacity] [--out DIR] [--only PHASES] [--baseline REF] [--render RESULTS_JSON]`.
  *
  * @throws {TypeError} for an unknown argument or phase, an empty `--baseline`,
- * or `--baseline` where it measures nothing (no ingest phase, or `--render`).
+ * `--baseline` where it measures nothing (no ingest phase, or `--render`), or
+ * `--quick` with `--capacity`.
  */
 export function parseBenchArgs(args: readonly string[]): BenchArgs {
-  let values: { quick?: boolean; out?: string; only?: string; render?: string; baseline?: string };
+  let values: {
+    quick?: boolean;
+    capacity?: boolean;
+    out?: string;
+    only?: string;
+    render?: string;
+    baseline?: string;
+  };
   try {
     ({ values } = parseArgs({
       args: [...args],
       options: {
         quick: { type: "boolean" },
+        capacity: { type: "boolean" },
         out: { type: "string" },
         only: { type: "string" },
         render: { type: "string" },
@@ -95,9 +119,18 @@ export function parseBenchArgs(args: readonly string[]): BenchArgs {
       { cause: error },
     );
   }
-  const phases = values.only === undefined
-    ? [...PHASES]
-    : values.only.split(",").map((p) => p.trim());
+  if (values.quick && values.capacity) {
+    throw new TypeError(
+      `Cannot run the benchmark as --quick and --capacity are two different runs: current value is "${
+        args.join(" ")
+      }"`,
+    );
+  }
+  const phases: string[] = values.only !== undefined
+    ? values.only.split(",").map((p) => p.trim())
+    : values.capacity
+    ? [...CAPACITY_PHASES]
+    : [...PHASES];
   const unknown = phases.filter((p) => !(PHASES as readonly string[]).includes(p));
   if (unknown.length > 0) {
     throw new TypeError(
@@ -121,9 +154,11 @@ export function parseBenchArgs(args: readonly string[]): BenchArgs {
       );
     }
   }
+  const variantDir = values.quick ? "/quick" : values.capacity ? "/capacity" : "";
   return {
     quick: values.quick ?? false,
-    out: values.out ?? `${REPO_DIR}/tools/bench/results${values.quick ? "/quick" : ""}`,
+    capacity: values.capacity ?? false,
+    out: values.out ?? `${REPO_DIR}/tools/bench/results${variantDir}`,
     phases: PHASES.filter((p) => phases.includes(p)),
     ...(values.render === undefined ? {} : { render: values.render }),
     ...(baseline === undefined ? {} : { baseline }),
@@ -169,6 +204,20 @@ async function writeOutputs(
   await Deno.writeTextFile(paths[0]!, JSON.stringify(results, null, 2) + "\n");
   await Deno.writeTextFile(paths[1]!, await renderSvg(chartSpec(results)));
   await Deno.writeTextFile(paths[2]!, renderReport(results, verdicts));
+  const inputs = capacityInputs(results);
+  if (inputs !== undefined) {
+    await Deno.writeTextFile(
+      `${out}/capacity.svg`,
+      await renderSvg(
+        capacityChartSpec(
+          capacityModel(inputs),
+          `Capacity model: users/s by units of each tier (${results.run.variant} run, ${
+            results.run.startedAt.slice(0, 16)
+          })`,
+        ),
+      ),
+    );
+  }
   await formatOutputs(paths, progress);
   for (const c of checks) {
     progress.step(`[${c.ok ? "  ok " : " FAIL"}] ${c.phase}: ${c.rule} — ${c.measured}`);
@@ -177,6 +226,9 @@ async function writeOutputs(
     const mark = v.met === undefined ? "  -  " : v.met ? " met " : " MISS";
     progress.step(`[${mark}] ${v.phase}: ${v.target} — ${v.measured}`);
   }
+  if (inputs !== undefined) {
+    for (const line of capacityText(capacityModel(inputs))) progress.step(line);
+  }
   return checks;
 }
 
@@ -184,13 +236,13 @@ async function writeOutputs(
 async function main(args: BenchArgs): Promise<boolean> {
   if (args.render !== undefined) {
     // Re-render the report and chart of an earlier run, measuring nothing.
-    const results = JSON.parse(await Deno.readTextFile(args.render)) as BenchResults;
+    const results = upgradeResults(JSON.parse(await Deno.readTextFile(args.render)));
     const checks = await writeOutputs(results, args.out, new Progress());
     console.log(checksSummary(checks));
     return checks.every((c) => c.ok);
   }
   installInterruptHandler();
-  const plan = args.quick ? QUICK_PLAN : FULL_PLAN;
+  const plan = args.quick ? QUICK_PLAN : args.capacity ? CAPACITY_PLAN : FULL_PLAN;
   const progress = new Progress();
   const startedAt = new Date();
   const loadBefore = loadAverage();
@@ -226,6 +278,13 @@ async function main(args: BenchArgs): Promise<boolean> {
           ingest: await runIngest(services, plan.ingest, progress, workDir, { baseline }),
         };
       }
+      if (args.phases.includes("traefik")) {
+        progress.phase("1b. ingest through Traefik: its ceiling, our API, the course's producer");
+        results = {
+          ...results,
+          traefik: await runThroughTraefik(services, plan.traefik, progress),
+        };
+      }
       if (args.phases.includes("drain")) {
         progress.phase("2. drain: consumers against insertUsers from memory");
         results = { ...results, drain: await runDrain(services, plan.drain, progress, workDir) };
@@ -237,8 +296,14 @@ async function main(args: BenchArgs): Promise<boolean> {
       progress.step("stopping Redis and PostgreSQL");
     }
     if (args.phases.includes("e2e")) {
-      progress.phase("3. end to end through Traefik at rising arrival rates");
-      results = { ...results, endToEnd: await runEndToEnd(plan.endToEnd, progress) };
+      progress.phase("3. end to end through Traefik at open-model rates up to its ceiling");
+      results = {
+        ...results,
+        endToEnd: await runEndToEnd(plan.endToEnd, progress, {
+          ceiling: results.traefik?.ceiling,
+          generator: `oha ${versions.oha ?? "?"}`,
+        }),
+      };
     }
   } finally {
     await Deno.remove(workDir, { recursive: true }).catch(() => {});

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseBenchArgs, PHASES } from "./main.ts";
+import { CAPACITY_PHASES, parseBenchArgs, PHASES } from "./main.ts";
 
 Deno.test("parseBenchArgs() defaults to every phase of the full run", () => {
   const args = parseBenchArgs([]);
@@ -10,13 +10,18 @@ Deno.test("parseBenchArgs() defaults to every phase of the full run", () => {
 
 Deno.test("parseBenchArgs() reads --quick, --out and --only (in run order)", () => {
   const args = parseBenchArgs(["--quick", "--out", "/tmp/x", "--only", "e2e,ingest"]);
-  assert.deepEqual(args, { quick: true, out: "/tmp/x", phases: ["ingest", "e2e"] });
+  assert.deepEqual(args, {
+    quick: true,
+    capacity: false,
+    out: "/tmp/x",
+    phases: ["ingest", "e2e"],
+  });
   assert.match(parseBenchArgs(["--quick"]).out, /bench\/results\/quick$/);
   assert.equal(parseBenchArgs(["--render", "r.json"]).render, "r.json");
 });
 
 Deno.test("parseBenchArgs() refuses unknown arguments and phases", () => {
-  assert.throws(() => parseBenchArgs(["--fast"]), /\[--quick\] \[--out DIR\]/);
+  assert.throws(() => parseBenchArgs(["--fast"]), /\[--quick \| --capacity\] \[--out DIR\]/);
   assert.throws(() => parseBenchArgs(["--only", "ingest,soak"]), /--only takes/);
 });
 
@@ -25,6 +30,7 @@ Deno.test("parseBenchArgs() reads --baseline REF for a run that measures ingest"
   assert.equal(parseBenchArgs(["--baseline", "6019304"]).baseline, "6019304");
   assert.deepEqual(parseBenchArgs(["--only", "ingest", "--baseline", "HEAD~3"]), {
     quick: false,
+    capacity: false,
     out: parseBenchArgs([]).out,
     phases: ["ingest"],
     baseline: "HEAD~3",
@@ -42,4 +48,13 @@ Deno.test("parseBenchArgs() refuses --baseline where it would measure nothing", 
   );
   assert.throws(() => parseBenchArgs(["--baseline", ""]), /it takes a git ref/);
   assert.throws(() => parseBenchArgs(["--baseline"]), /\[--baseline REF\]/);
+});
+
+Deno.test("parseBenchArgs() reads --capacity: the traefik and drain phases, its own output dir", () => {
+  const args = parseBenchArgs(["--capacity"]);
+  assert.equal(args.capacity, true);
+  assert.deepEqual(args.phases, [...CAPACITY_PHASES]);
+  assert.match(args.out, /bench\/results\/capacity$/);
+  assert.deepEqual(parseBenchArgs(["--capacity", "--only", "drain"]).phases, ["drain"]);
+  assert.throws(() => parseBenchArgs(["--capacity", "--quick"]), /two different runs/);
 });

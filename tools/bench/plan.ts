@@ -1,7 +1,8 @@
 /**
  * How big and how long each phase is, for the quick run (CI: a smoke test of
- * the whole harness in under two minutes) and the full run (the evidence,
- * about a quarter of an hour).
+ * the whole harness in about two minutes), the full run (the evidence, about
+ * a quarter of an hour) and the capacity run (`--capacity`: only what the
+ * capacity model needs, about a minute and a half).
  *
  * @module
  */
@@ -10,11 +11,13 @@ import type { DrainPlan } from "./drain.ts";
 import type { EndToEndPlan } from "./end_to_end.ts";
 import type { GrowthPlan } from "./growth.ts";
 import type { IngestPlan } from "./ingest.ts";
+import type { TraefikPlan } from "./through_traefik.ts";
 
 /** Every phase's sizes. */
 export interface BenchPlan {
-  readonly variant: "quick" | "full";
+  readonly variant: "quick" | "full" | "capacity";
   readonly ingest: IngestPlan;
+  readonly traefik: TraefikPlan;
   readonly drain: DrainPlan;
   readonly endToEnd: EndToEndPlan;
   readonly growth: GrowthPlan;
@@ -31,6 +34,7 @@ export const FULL_PLAN: BenchPlan = {
     k6CheckSeconds: 5,
     profileSeconds: 10,
   },
+  traefik: { rounds: 3, warmupSeconds: 2, seconds: 10, connections: 64, replicas: 2 },
   drain: {
     users: 200_000,
     singleUsers: 20_000,
@@ -38,7 +42,13 @@ export const FULL_PLAN: BenchPlan = {
     replicas: [1, 2],
     profileUsers: 200_000,
   },
-  endToEnd: { seconds: 60, startRate: 250, maxRate: 16_000, servers: 2, consumers: 2 },
+  endToEnd: {
+    seconds: 60,
+    fractions: [0.125, 0.25, 0.5, 0.75, 1],
+    ceilingSeconds: 10,
+    servers: 2,
+    consumers: 2,
+  },
   growth: {
     smallBacklog: 100_000,
     largeBacklog: 1_000_000,
@@ -58,6 +68,7 @@ export const QUICK_PLAN: BenchPlan = {
     k6CheckSeconds: 0,
     profileSeconds: 2,
   },
+  traefik: { rounds: 1, warmupSeconds: 1, seconds: 3, connections: 64, replicas: 2 },
   drain: {
     users: 20_000,
     singleUsers: 1_000,
@@ -65,11 +76,30 @@ export const QUICK_PLAN: BenchPlan = {
     replicas: [1, 2],
     profileUsers: 20_000,
   },
-  endToEnd: { seconds: 5, startRate: 300, maxRate: 300, servers: 2, consumers: 2 },
+  endToEnd: { seconds: 5, fractions: [0.5], ceilingSeconds: 3, servers: 2, consumers: 2 },
   growth: {
     smallBacklog: 10_000,
     largeBacklog: 100_000,
     overloadSeconds: 8,
     overloadMaxLength: 2_000,
+  },
+};
+
+/**
+ * The capacity run: the traefik phase (Traefik, API and Redis per request)
+ * and one drain of batch 1000 × 1 (consumer, PostgreSQL and Redis per row,
+ * Redis bytes per user), with the other phases' sizes small in case `--only`
+ * asks for them.
+ */
+export const CAPACITY_PLAN: BenchPlan = {
+  ...QUICK_PLAN,
+  variant: "capacity",
+  traefik: { rounds: 2, warmupSeconds: 2, seconds: 10, connections: 64, replicas: 2 },
+  drain: {
+    users: 200_000,
+    singleUsers: 2_000,
+    batchSizes: [1_000],
+    replicas: [1],
+    profileUsers: 0,
   },
 };

@@ -8,7 +8,7 @@
 
 import { type Check, checkResults } from "./checks.ts";
 import type { ProfileSummary } from "./cpu_profile.ts";
-import { drainLabel, type DrainRun } from "./drain.ts";
+import { drainLabel, type DrainRun, REFERENCE_BATCH } from "./drain.ts";
 import { rssWhenDone } from "./growth.ts";
 import {
   cpuMicrosPerRequest,
@@ -24,6 +24,22 @@ import {
 import { formatCount } from "./progress.ts";
 import type { BenchResults } from "./results.ts";
 import type { TargetVerdict } from "./targets.ts";
+import {
+  capacityInputs,
+  capacityModel,
+  formatBytes,
+  formatRate,
+  scalingRows,
+  TIER_UNITS,
+  TIERS,
+} from "./capacity.ts";
+import {
+  FRONT_PARTS,
+  FRONT_TARGETS,
+  frontMicrosPerRequest,
+  type FrontRun,
+  type FrontTarget,
+} from "./through_traefik.ts";
 
 /** Cell alignment: left or right (numbers). */
 export type Align = "left" | "right";
@@ -145,7 +161,7 @@ function comparisonLines(ingest: IngestResult): string[] {
   if (ingest.runs.course !== undefined) {
     lines.push(
       "",
-      "The course's producer is its chapter's `POST /users` as written: the name from the JSON body, LPUSHed as `{ name }` onto one list with ioredis' defaults, 202 \"Accepted\" — no content-type check, body limit, validation, id, envelope, queue bound or deadline, which the queue mode pays for. It runs directly here; issue #10 also wants it behind Traefik in the end-to-end phase, which this benchmark does not do yet.",
+      "The course's producer is its chapter's `POST /users` as written: the name from the JSON body, LPUSHed as `{ name }` onto one list with ioredis' defaults, 202 \"Accepted\" — no content-type check, body limit, validation, id, envelope, queue bound or deadline, which the queue mode pays for. It runs directly here; section 1b measures it behind Traefik.",
     );
   }
   if (ingest.baseline !== undefined) {
@@ -273,6 +289,246 @@ function ingestSection(results: BenchResults): string {
   return lines.join("\n");
 }
 
+/** A setup's name in the traefik phase's tables. */
+function frontLabel(target: FrontTarget, replicas: number): string {
+  switch (target) {
+    case "ceiling":
+      return `Traefik's ceiling: the no-op reference × ${replicas}`;
+    case "queue":
+      return `**our API, queue mode × ${replicas}** (the stack's defaults)`;
+    case "course":
+      return "the course's producer × 1 (LPUSH, nothing else)";
+  }
+}
+
+function traefikSection(results: BenchResults): string {
+  const t = results.traefik!;
+  const { plan } = t;
+  const micros = (runs: readonly FrontRun[], part: (typeof FRONT_PARTS)[number]) =>
+    frontMicrosPerRequest(runs, part);
+  const rows = FRONT_TARGETS.map((target) => {
+    const runs = t.runs[target];
+    const run = medianRun(runs);
+    const stack = micros(runs, "traefik") + micros(runs, "api") + micros(runs, "redis");
+    return [
+      frontLabel(target, plan.replicas),
+      formatCount(median(runs.map((r) => r.requestsPerSecond))),
+      pct(target === "ceiling" ? 1 : pairedRatio(runs, t.runs.ceiling)),
+      ms(run.latencyMs.p50),
+      ms(run.latencyMs.p99),
+      runs.reduce((sum, r) => sum + r.requests - r.accepted, 0),
+      ...FRONT_PARTS.map((part) => micros(runs, part).toFixed(1)),
+      stack.toFixed(1),
+    ];
+  });
+  const rounds = t.runs.ceiling.map((ceiling, i) => [
+    i + 1,
+    formatCount(ceiling.requestsPerSecond),
+    formatCount(t.runs.queue[i]?.requestsPerSecond ?? 0),
+    formatCount(t.runs.course[i]?.requestsPerSecond ?? 0),
+    `${
+      ((t.runs.queue[i]?.requestsPerSecond ?? 0) /
+        (t.runs.course[i]?.requestsPerSecond ?? 1)).toFixed(2)
+    }×`,
+  ]);
+  return [
+    `Each setup behind a Traefik of its own, configured as the native stack's (traefik/traefik.yml, the file-provider route with its /readyz health check); oha in closed loop (${plan.connections} connections, each request sent when the previous answer came back), ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up; the setups take turns, ${plan.rounds} round(s). The ceiling is what Traefik passes to a server that does nothing: every other setup is read as a share of it, and the end-to-end ladder climbs to it. CPU µs per request is each process's CPU time over the requests answered (the median over the rounds); "Traefik + API + Redis" is what one user costs on the way in.`,
+    "",
+    markdownTable(
+      [
+        "Setup",
+        "req/s",
+        "of ceiling",
+        "p50 ms",
+        "p99 ms",
+        "non-202",
+        "oha µs/req",
+        "Traefik µs/req",
+        "API µs/req",
+        "Redis µs/req",
+        "Traefik + API + Redis µs/req",
+      ],
+      rows,
+      ["left", ...Array<Align>(10).fill("right")],
+    ),
+    "",
+    markdownTable(
+      ["Round", "ceiling req/s", "our API req/s", "course req/s", "ours / course"],
+      rounds,
+      Array(5).fill("right"),
+    ),
+    "",
+    `**Against the course's producer behind the same Traefik** (issue #10): our API at the stack's defaults took ${
+      t.courseRatio.toFixed(2)
+    }× the course's req/s (median of the per-round ratios), ${
+      pct(t.ceilingRatio)
+    } of Traefik's ceiling of ${
+      formatCount(t.ceiling)
+    } req/s. Both lists were checked after each run: every 202 was queued. oha's own CPU is in the table: it is what the load costs to make on this machine, shared with everything else.`,
+  ].join("\n");
+}
+
+/**
+ * Each side's CPU per user, process by process: the way in through Traefik
+ * (traefik phase) and the way out into the table (drain phase), ours next to
+ * the course's; empty when either phase did not run.
+ */
+function courseCostSection(results: BenchResults): string | undefined {
+  const t = results.traefik;
+  const drain = results.drain;
+  if (!t || !drain?.course) return undefined;
+  const batch = drain.batch.find((r) =>
+    r.mode === "batch" && r.batchSize === REFERENCE_BATCH && r.replicas === 1
+  );
+  const perRow = (run: DrainRun, cores: number) => cores / run.rowsPerSecond * 1e6;
+  const ways = (runs: readonly FrontRun[], out: DrainRun | undefined) => {
+    const parts = [
+      frontMicrosPerRequest(runs, "traefik"),
+      frontMicrosPerRequest(runs, "api"),
+      frontMicrosPerRequest(runs, "redis"),
+      out ? perRow(out, out.consumerCores) : Number.NaN,
+      out ? perRow(out, out.redisCores) : Number.NaN,
+      out ? perRow(out, out.postgresCores) : Number.NaN,
+    ];
+    return [...parts, parts.reduce((sum, p) => sum + p, 0)];
+  };
+  const columns = [
+    ["ours, single mode", ways(t.runs.queue, drain.single)],
+    ...(batch ? [["ours, batch 1000 (the default)", ways(t.runs.queue, batch)] as const] : []),
+    ["the course's", ways(t.runs.course, drain.course)],
+  ] as const;
+  const labels = [
+    "Traefik",
+    "API (all replicas)",
+    "Redis, taking the user in",
+    "consumer",
+    "Redis, handing the user out",
+    "PostgreSQL",
+    "**total per user**",
+  ];
+  return [
+    "CPU µs per user, process by process: the way in is the traefik phase (our API at the stack's defaults, the course's producer; per request answered), the way out is the drain phase (per row stored; ours in single mode, the mode compared with the course's one-INSERT-per-item consumer, and in batch mode, the stack's default). Measured in separate runs of the same benchmark, each process's CPU time over the users it handled.",
+    "",
+    markdownTable(
+      ["Process", ...columns.map(([name]) => name)],
+      labels.map((label, i) => [
+        label,
+        ...columns.map(([, values]) => {
+          const v = values[i] ?? Number.NaN;
+          return Number.isFinite(v) ? v.toFixed(1) : "";
+        }),
+      ]),
+      ["left", ...Array<Align>(columns.length).fill("right")],
+    ),
+  ].join("\n");
+}
+
+/** Issue #11's capacity model from this run's costs; undefined when the run lacks them. */
+function capacitySection(results: BenchResults): string | undefined {
+  const inputs = capacityInputs(results);
+  if (inputs === undefined) return undefined;
+  const model = capacityModel(inputs);
+  const { options: o } = model;
+  const util = pct(o.utilisation);
+  const units = [1, 2, 4, 8, 16, 32, 64];
+  const scaling = scalingRows(model, units);
+  return [
+    `Costs per user measured in this run (the traefik phase's runs of our API: Traefik, API replicas and Redis per request; the drain of batch ${REFERENCE_BATCH} × 1: consumer, PostgreSQL and Redis per row, Redis memory per queued user), scaled linearly per tier with each unit used up to ${util}. A Deno process (an API replica, a consumer) runs its JavaScript on one thread, so it holds about one core; a Redis shard executes commands on one thread; PostgreSQL is one primary that takes every row. Consumers are counted from the rows/s one consumer stored, not from its CPU: it spends most of its time waiting on round trips.`,
+    "",
+    markdownTable(
+      ["Tier", "CPU µs per user", "users/s per unit", "unit"],
+      TIERS.map((tier) => [
+        tier,
+        inputs.micros[tier].toFixed(1),
+        formatRate(model.unitRates[tier]),
+        TIER_UNITS[tier],
+      ]),
+      ["left", "right", "right", "left"],
+    ),
+    "",
+    `All tiers: ${model.totalMicros.toFixed(1)} µs of CPU per user (Redis: ${
+      inputs.redisSplit.ingest.toFixed(1)
+    } µs for the push, ${
+      inputs.redisSplit.drain.toFixed(1)
+    } µs for fetch and acknowledgement); Redis holds ${
+      inputs.redisBytesPerUser.toFixed(0)
+    } bytes per queued user, and PostgreSQL writes ${
+      inputs.walBytesPerUser.toFixed(0)
+    } bytes of WAL per stored user. One machine of 2 cores running every tier would take about ${
+      formatRate(model.perMachine(2) / o.utilisation)
+    } users/s flat out${
+      results.endToEnd
+        ? ` (the end-to-end phase sustained ${
+          formatRate(results.endToEnd.maxSustained)
+        } req/s, with the load generator on the same cores)`
+        : ""
+    }.`,
+    "",
+    `While the stateless tiers (Traefik, API replicas, consumers) scale out, the first limit is ${
+      model.firstLimit === "redis"
+        ? `one Redis shard, at ${
+          formatRate(model.oneShardLimit)
+        } users/s: past it, \`QUEUE_SHARDS=K\` spreads the queue over K Redis Cluster masters. PostgreSQL's one primary (${o.maxPrimaryCores} cores) follows at ${
+          formatRate(model.onePrimaryLimit)
+        } users/s.`
+        : `PostgreSQL's one primary (${o.maxPrimaryCores} cores), at ${
+          formatRate(model.onePrimaryLimit)
+        } users/s, before one Redis shard at ${formatRate(model.oneShardLimit)} users/s.`
+    }`,
+    "",
+    markdownTable(
+      [
+        "users/s",
+        "Traefik cores",
+        "API replicas",
+        "QUEUE_SHARDS (CPU, memory)",
+        "consumers",
+        "PostgreSQL cores",
+        "WAL MiB/s",
+        "PostgreSQL primaries",
+        "all cores",
+        `${o.nodeCores}-core nodes (all but PostgreSQL)`,
+        `Redis backlog of ${o.backlogSeconds} s`,
+      ],
+      model.targets.map((t) => [
+        formatRate(t.rate),
+        formatRate(t.cores.traefik),
+        t.apiReplicas,
+        `${t.shards} (${t.shardsForCpu}, ${t.shardsForMemory})`,
+        t.consumers,
+        formatRate(t.cores.postgres),
+        formatRate(t.walBytesPerSecond / 2 ** 20),
+        t.postgresPrimaries,
+        formatRate(t.totalCores),
+        t.nodes,
+        formatBytes(t.backlogBytes),
+      ]),
+      Array(11).fill("right"),
+    ),
+    "",
+    `Throughput (users/s) by units of each tier, linear until a unit is full; PostgreSQL's cores stop adding once its one primary is full (${o.maxPrimaryCores} cores, or ${
+      formatBytes(o.primaryWalBytesPerSecond)
+    }/s of WAL):`,
+    "",
+    markdownTable(
+      ["Tier (unit)", ...units.map(String)],
+      TIERS.map((tier) => [
+        `${tier} (${TIER_UNITS[tier]})`,
+        ...units.map((n) =>
+          formatRate(scaling.find((r) => r.tier === tier && r.units === n)!.usersPerSecond)
+        ),
+      ]),
+      ["left", ...Array<Align>(units.length).fill("right")],
+    ),
+    "",
+    `Assumptions: costs per user stay what they were here (same code, same batch size, loopback network: a real network adds latency, which the consumers' count absorbs, and little CPU); a consumer near its capacity takes full batches, as in the drain it was measured in (below it, batches are smaller and cost more per user, as the end-to-end phase's CPU per request shows, which only matters while it has CPU to spare); with \`QUEUE_SHARDS=K\` each shard costs per user what the one Redis did (the API's grouped pushes are split K ways, so a little more); each tier scales linearly with its units; a unit is used up to ${util}; the Redis backlog to hold is ${o.backlogSeconds} s of the rate (a consumer outage), ${
+      formatBytes(o.shardMemoryBytes)
+    } per shard; one PostgreSQL primary gets at most ${o.maxPrimaryCores} cores and writes at most ${
+      formatBytes(o.primaryWalBytesPerSecond)
+    }/s of WAL, and its per-row cost does not grow with them (WAL insertion and index contention make that optimistic near the top). Past one primary: partition \`users\` (by hash of id) so that each consumer batch goes to one partition, batch across partitions, or a distributed PostgreSQL (Citus-style sharding on id).`,
+  ].join("\n");
+}
+
 function drainSection(results: BenchResults): string {
   const drain = results.drain!;
   const reference = drain.referenceRowsPerSecond;
@@ -283,10 +539,16 @@ function drainSection(results: BenchResults): string {
     run.seconds.toFixed(2),
     formatCount(run.rowsPerSecond),
     pct(run.rowsPerSecond / reference),
-    run.mode === "single" ? "1×" : `${(run.rowsPerSecond / single).toFixed(0)}×`,
+    run.mode === "single"
+      ? "1×"
+      : `${(run.rowsPerSecond / single).toFixed(run.mode === "course" ? 2 : 0)}×`,
     cores(run.consumerCores),
     cores(run.postgresCores),
     cores(run.redisCores),
+    (run.consumerCores / run.rowsPerSecond * 1e6).toFixed(1),
+    (run.postgresCores / run.rowsPerSecond * 1e6).toFixed(1),
+    (run.redisCores / run.rowsPerSecond * 1e6).toFixed(1),
+    run.redisBytesPerUser === undefined ? "" : run.redisBytesPerUser.toFixed(0),
     run.peakRssMiB.toFixed(0),
   ];
   const references = drain.references.map((r, i) => [
@@ -295,11 +557,7 @@ function drainSection(results: BenchResults): string {
     r.seconds.toFixed(2),
     formatCount(r.rowsPerSecond),
     pct(r.rowsPerSecond / reference),
-    "",
-    "",
-    "",
-    "",
-    "",
+    ...Array<string>(9).fill(""),
   ]);
   return [
     `Each drain: the table truncated, the consumers started (\`deno.json\`'s consumer task with \`CONSUMER_MODE\`/\`BATCH_SIZE\`) and warmed up on a few thousand users (connected, statement prepared, code compiled), the table checkpointed, then ${
@@ -321,11 +579,30 @@ function drainSection(results: BenchResults): string {
         "consumer cores",
         "postgres cores",
         "redis cores",
+        "consumer µs/row",
+        "postgres µs/row",
+        "redis µs/row",
+        "redis B/user",
         "peak RSS MiB",
       ],
-      [...references, row(drain.single), ...drain.batch.map(row)],
-      ["left", "right", "right", "right", "right", "right", "right", "right", "right", "right"],
+      [
+        ...references,
+        row(drain.single),
+        ...(drain.course ? [row(drain.course)] : []),
+        ...drain.batch.map(row),
+      ],
+      ["left", ...Array<Align>(13).fill("right")],
     ),
+    ...(drain.course
+      ? [
+        "",
+        `**Against the course's consumer** (issue #10): \`course_consumer.ts\`, the chapter's loop — BRPOP one item, INSERT its name into the course's own table (\`id serial, name\`), repeat; no processing list, acknowledgement, recovery or dead letters — drained the same ${
+          formatCount(drain.course.users)
+        } users right after single mode, timed the same way (from the first item taken until the list is empty and every row is in). Single mode stored ${
+          (drain.single.rowsPerSecond / drain.course.rowsPerSecond).toFixed(2)
+        }× its rows/s. Per row, "redis B/user" is the memory the backlog took in Redis (the list and, for ours, the status index) over the users in it.`,
+      ]
+      : []),
   ].join("\n");
 }
 
@@ -341,19 +618,27 @@ function endToEndSection(results: BenchResults): string {
     ms(r.latencyMs.p50),
     ms(r.latencyMs.p99),
     ms(r.latencyMs.max),
-    r.k6.dropped,
-    r.k6.rejected + r.k6.failed,
-    r.stored === r.k6.accepted ? "all" : `${r.stored}/${r.k6.accepted}`,
+    r.load.dropped,
+    r.load.rejected + r.load.failed,
+    r.stored === r.load.accepted ? "all" : `${r.stored}/${r.load.accepted}`,
     r.sustained ? "yes" : "no",
   ]);
   const cpuRows = e2e.runs.map((r) => [
     formatCount(r.offered),
-    ...(["k6", "traefik", "api", "consumers", "redis", "postgres", "machine"] as const).map((
+    ...(["generator", "traefik", "api", "consumers", "redis", "postgres", "machine"] as const).map((
       part,
     ) => cores(r.cores[part])),
   ]);
   return [
-    `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL, project.env's settings) on free loopback ports. k6 \`constant-arrival-rate\` (open model: requests arrive on schedule whatever the latency) for ${e2e.plan.seconds} s per rate, doubling from ${e2e.plan.startRate} req/s until a rate is not sustained, then one midpoint, then half the highest sustained rate. Between rates the backlog drains and the table is truncated. Stored/s counts the rows stored by the time of the last enqueue, over the first-to-last-enqueue window; latency is \`stored_at - enqueued_at\` of every row, in SQL. Sustained = ≥ 99% of the requests k6 sent answered 202 and stored/s ≥ 98% of accepted/s, with k6 having sent ≥ 95% of what was asked (k6 "drops" iterations it cannot start on time, which on a busy two-core machine happens before the stack is the limit; the \`machine\` column below shows how busy the machine was, other tenants included).`,
+    e2e.plan.fractions.length === 0
+      ? `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL) under ${e2e.generator}'s open model, ${e2e.plan.seconds} s per rate, at the rates its ladder chose: results written before Traefik's ceiling was measured and oha drove this phase, rendered again (the "oha" column is ${e2e.generator}'s CPU).`
+      : `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL, project.env's settings) on free loopback ports. Load: ${e2e.generator}, open model — a fixed request rate (\`-q\`) whatever the latency, \`--latency-correction\` (a request's latency counts from when it was due) — for ${e2e.plan.seconds} s per rate. The rates are ${
+        e2e.plan.fractions.map((f) => `${f * 100}%`).join(", ")
+      } of Traefik's ceiling, ${formatCount(e2e.ceiling)} req/s (${
+        e2e.ceilingSource === "own run"
+          ? "measured by this phase: the no-op reference behind Traefik, oha in closed loop"
+          : "the traefik phase's median"
+      }): the rate Traefik itself passes on this machine, so rates the stack cannot sustain are measured too (their excess waits in the queue, and every 202 must still be stored). Between rates the backlog drains and the table is truncated. Stored/s counts the rows stored by the time of the last enqueue, over the first-to-last-enqueue window; latency is \`stored_at - enqueued_at\` of every row, in SQL. Sustained = ≥ 99% of the requests sent answered 202 and stored/s ≥ 98% of accepted/s, with oha having sent ≥ 95% of what was asked ("not sent": requests it could not send in the time, with every connection busy; the \`oha\` CPU column shows what the load cost to make, the \`machine\` column how busy the machine was, other tenants included).`,
     "",
     `Highest sustained rate: **${formatCount(e2e.maxSustained)} req/s** offered${
       top ? ` (${formatCount(top.acceptedPerSecond)} accepted/s)` : ""
@@ -369,7 +654,7 @@ function endToEndSection(results: BenchResults): string {
         "p50 ms",
         "p99 ms",
         "max ms",
-        "k6 dropped",
+        "not sent",
         "non-202",
         "202s stored",
         "sustained",
@@ -383,7 +668,7 @@ function endToEndSection(results: BenchResults): string {
     markdownTable(
       [
         "offered req/s",
-        "k6",
+        "oha",
         "traefik",
         "API replicas",
         "consumers",
@@ -393,6 +678,19 @@ function endToEndSection(results: BenchResults): string {
       ],
       cpuRows,
       Array(8).fill("right"),
+    ),
+    "",
+    "The same as CPU µs per request accepted (each part's CPU time over the 202s of the run): what one user cost each process in the whole pipeline at that rate, next to the isolated costs the capacity model uses.",
+    "",
+    markdownTable(
+      ["offered req/s", "oha", "traefik", "API replicas", "consumers", "redis", "postgres"],
+      e2e.runs.map((r) => [
+        formatCount(r.offered),
+        ...(["generator", "traefik", "api", "consumers", "redis", "postgres"] as const).map((
+          part,
+        ) => (r.cores[part] / Math.max(r.acceptedPerSecond, 1e-9) * 1e6).toFixed(1)),
+      ]),
+      Array(7).fill("right"),
     ),
   ].join("\n");
 }
@@ -441,7 +739,7 @@ function growthSection(results: BenchResults): string {
         "503/s",
         "failed",
         "stored/accepted",
-        "k6 dropped",
+        "not sent",
         "p99 ms",
         "max backlog",
         "RSS 2nd quarter MiB",
@@ -523,13 +821,36 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
   if (results.ingest) {
     parts.push("", "## 1. Ingest: POST /users on one API process", "", ingestSection(results));
   }
+  if (results.traefik) {
+    parts.push(
+      "",
+      "## 1b. Ingest through Traefik: its ceiling, our API, the course's producer",
+      "",
+      traefikSection(results),
+    );
+  }
   if (results.drain) {
     parts.push("", "## 2. Drain: queued users into the table", "", drainSection(results));
+  }
+  const courseCost = courseCostSection(results);
+  if (courseCost !== undefined) {
+    parts.push("", "## Against the course: CPU per user, process by process", "", courseCost);
   }
   if (results.endToEnd) {
     parts.push("", "## 3. End to end through Traefik", "", endToEndSection(results));
   }
   if (results.growth) parts.push("", "## 4. Growth", "", growthSection(results));
+  const capacity = capacitySection(results);
+  if (capacity !== undefined) {
+    parts.push(
+      "",
+      "## Capacity model (issue #11)",
+      "",
+      "![capacity](capacity.svg)",
+      "",
+      capacity,
+    );
+  }
   const profiles = [
     results.ingest?.profile &&
     profileTables(

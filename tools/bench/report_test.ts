@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
 import { markdownTable, renderReport } from "./report.ts";
-import { emptyResults, quickResults, quickResultsWithComparisons } from "./testdata/fixtures.ts";
+import {
+  emptyResults,
+  quickResults,
+  quickResultsWithComparisons,
+  quickResultsWithoutCourse,
+} from "./testdata/fixtures.ts";
 
 Deno.test("markdownTable() aligns columns and escapes pipes and line breaks", () => {
   assert.equal(
@@ -34,7 +39,7 @@ Deno.test("renderReport() says every 202 was kept only when the counts say so", 
   const results = await quickResults();
   const ingest = results.ingest!;
   const [queue] = ingest.runs.queue;
-  assert.match(renderReport(results, []), /Every 202 was kept: .* = 78149\/78089 \(more than/);
+  assert.match(renderReport(results, []), /Every 202 was kept: .* = 43906\/43791 \(more than/);
   assert.match(renderReport(results, []), /All \d+ checks held/);
   const lost = renderReport({
     ...results,
@@ -45,7 +50,7 @@ Deno.test("renderReport() says every 202 was kept only when the counts say so", 
   assert.match(lost, /\*\*1 of \d+ checks failed\*\*/);
   assert.match(
     lost,
-    /\| Ingest \| queue: every 202 kept .* \| 10 queued \/ 78089 \| \*\*FAILED\*\* \|/,
+    /\| Ingest \| queue: every 202 kept .* \| 10 queued \/ 43791 \| \*\*FAILED\*\* \|/,
   );
 });
 
@@ -84,18 +89,40 @@ Deno.test("renderReport() puts the course and the previous build in the ingest t
   );
   assert.match(report, /\| previous build `6019304` \| [\d,]+ \| 0\.98× \|/);
   assert.match(report, /The previous build is `6019304` = `6019304fcb` \("Swarm test/);
-  assert.match(
-    report,
-    /behind Traefik in the end-to-end phase, which this benchmark does not do yet/,
-  );
+  assert.match(report, /It runs directly here; section 1b measures it behind Traefik\./);
   // Their every-202-kept checks sit with the others.
   assert.match(report, /\| Ingest \| course: every 202 kept \(users queued ≥ 2xx counted\) \|/);
   assert.match(report, /\| Ingest \| baseline: every 202 kept \(users queued ≥ 2xx counted\) \|/);
 });
 
 Deno.test("renderReport() leaves the comparisons out of results that lack them", async () => {
-  const report = renderReport(await quickResults(), []);
+  const report = renderReport(await quickResultsWithoutCourse(), []);
   assert.match(report, /the 3 servers take turns/);
-  assert.doesNotMatch(report, /Against the course's producer/);
+  assert.doesNotMatch(report, /Against the course/);
   assert.doesNotMatch(report, /previous build/);
+  assert.doesNotMatch(report, /## 1b\./);
+  assert.doesNotMatch(report, /## Capacity model/);
+});
+
+Deno.test("renderReport() compares with the course through Traefik, in the drain and per process", async () => {
+  const results = await quickResults();
+  const report = renderReport(results, []);
+  assert.match(report, /## 1b\. Ingest through Traefik/);
+  assert.match(
+    report,
+    /\| Traefik's ceiling: the no-op reference × 2 \| [\d,]+ \| 100% \|/,
+  );
+  assert.match(report, /\| the course's consumer \| 1,000 \| [\d.]+ \| [\d,]+ \|/);
+  assert.match(report, /Single mode stored [\d.]+× its rows\/s/);
+  assert.match(
+    report,
+    /\| \*\*total per user\*\* \| [\d.]+ \| [\d.]+ \| [\d.]+ \|/,
+  );
+});
+
+Deno.test("renderReport() has the capacity model when the run measured its costs", async () => {
+  const report = renderReport(await quickResults(), []);
+  assert.match(report, /## Capacity model \(issue #11\)\n\n!\[capacity\]\(capacity\.svg\)/);
+  assert.match(report, /\| 1,000,000 \| [\d,.]+ \| \d+ \| \d+ \(\d+, \d+\) \| \d+ \|/);
+  assert.match(report, /Assumptions: /);
 });

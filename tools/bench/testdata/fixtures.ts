@@ -7,7 +7,7 @@
 
 import type { BenchResults } from "../results.ts";
 
-/** The results.json of a real quick run (every phase, every check held). */
+/** The results.json of a real quick run (every phase, every check held; no baseline). */
 export async function quickResults(): Promise<BenchResults> {
   const url = new URL("./results_quick.json", import.meta.url);
   return JSON.parse(await Deno.readTextFile(url));
@@ -61,4 +61,17 @@ export async function quickResultsWithComparisons(
       },
     },
   };
+}
+
+/**
+ * The captured quick run as a run from before the course was measured: no
+ * course in the ingest phase or the drain, no traefik phase.
+ */
+export async function quickResultsWithoutCourse(): Promise<BenchResults> {
+  const { traefik: _traefik, ...results } = await quickResults();
+  const ingest = results.ingest!;
+  const { course: _course, ...runs } = ingest.runs;
+  const { courseRatio: _ratio, ...rest } = ingest;
+  const { course: _drainCourse, ...drain } = results.drain!;
+  return { ...results, ingest: { ...rest, runs }, drain };
 }

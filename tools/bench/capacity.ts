@@ -1,0 +1,379 @@
+/**
+ * Issue #11's capacity model. One machine of two cores cannot show a scaling
+ * curve, so the benchmark measures what each tier costs per user — CPU µs per
+ * request for Traefik, the API and Redis (phase "traefik", our API behind
+ * Traefik at the stack's defaults), CPU µs per row for the consumer,
+ * PostgreSQL and Redis (phase "drain", batch 1000 × 1 consumer), bytes of
+ * Redis memory per queued user (the same drain's backlog) — and scales them:
+ *
+ * - every tier scales linearly with its units (cores, processes, shards)
+ *   until a unit is full, which is at `utilisation` of it (headroom for
+ *   bursts, GC pauses and failover);
+ * - Traefik is multi-threaded: it needs cores, spread over as many instances
+ *   as wanted;
+ * - an API replica or a consumer is one Deno process, whose JavaScript runs on
+ *   one thread: it holds about one core. API replicas follow from their CPU;
+ *   consumers from the rows/s one consumer stored (most of its time is spent
+ *   waiting on Redis and PostgreSQL round trips, so its CPU alone would
+ *   count too few);
+ * - a Redis shard (a master; with `QUEUE_SHARDS=K` the queue is K lists on K
+ *   Redis Cluster masters) executes commands on one thread: shards =
+ *   ceil(Redis µs × rate / (1e6 × utilisation)), and at least enough to
+ *   hold a backlog of `backlogSeconds` at the rate within `shardMemoryBytes`;
+ * - PostgreSQL is one primary taking every row: its cores are
+ *   PostgreSQL µs × rate / (1e6 × utilisation), and its WAL grows by the
+ *   measured bytes per row; once the cores pass `maxPrimaryCores` or the WAL
+ *   passes `primaryWalBytesPerSecond` (at the utilisation ceiling), one
+ *   primary is the limit (partition the table, batch across partitions, or a
+ *   distributed PostgreSQL).
+ *
+ * Pure functions: capacity_test.ts checks the arithmetic; main.ts prints the
+ * model and report.ts and chart_spec.ts show it.
+ *
+ * @module
+ */
+
+import { REFERENCE_BATCH } from "./drain.ts";
+import type { BenchResults } from "./results.ts";
+import { frontMicrosPerRequest } from "./through_traefik.ts";
+
+/** The tiers of the model, in the order a user passes them. */
+export const TIERS = ["traefik", "api", "redis", "consumer", "postgres"] as const;
+
+/** One tier. */
+export type Tier = typeof TIERS[number];
+
+/** What one user costs each tier, as measured. */
+export interface CapacityInputs {
+  /** CPU µs per user, by tier (Redis: its ingest and drain costs added). */
+  readonly micros: Readonly<Record<Tier, number>>;
+  /** Redis's CPU µs per user taking it in (the push) and handing it out (fetch and ack). */
+  readonly redisSplit: { readonly ingest: number; readonly drain: number };
+  /** Rows per second one consumer stored (batch 1000). */
+  readonly consumerRowsPerSecond: number;
+  /** Redis memory per queued user, bytes (the list and the status index). */
+  readonly redisBytesPerUser: number;
+  /** PostgreSQL WAL per stored user, bytes. */
+  readonly walBytesPerUser: number;
+}
+
+/** The model's assumptions. */
+export interface CapacityOptions {
+  /** The share of a unit (core, process, shard) used before it counts as full. @default 0.7 */
+  readonly utilisation?: number;
+  /** The rates to plan for, users/s. @default 10k, 100k, 1M */
+  readonly targets?: readonly number[];
+  /** The backlog Redis must hold, in seconds of the rate (a consumer outage). @default 60 */
+  readonly backlogSeconds?: number;
+  /** The memory one Redis shard may use for the queue (its maxmemory). @default 8 GiB */
+  readonly shardMemoryBytes?: number;
+  /** The most cores one PostgreSQL primary is given. @default 32 */
+  readonly maxPrimaryCores?: number;
+  /** The WAL one primary writes at most, bytes/s (its disk and WAL insertion). @default 256 MiB/s */
+  readonly primaryWalBytesPerSecond?: number;
+  /** Cores of one node, to count nodes for the stateless tiers and Redis. @default 8 */
+  readonly nodeCores?: number;
+}
+
+/** The defaults of {@linkcode CapacityOptions}. */
+export const CAPACITY_DEFAULTS: Required<CapacityOptions> = {
+  utilisation: 0.7,
+  targets: [10_000, 100_000, 1_000_000],
+  backlogSeconds: 60,
+  shardMemoryBytes: 8 * 2 ** 30,
+  maxPrimaryCores: 32,
+  primaryWalBytesPerSecond: 256 * 2 ** 20,
+  nodeCores: 8,
+};
+
+/** What one target rate needs. */
+export interface TargetPlan {
+  readonly rate: number;
+  /** Cores each tier burns at this rate, at full use (µs × rate / 1e6). */
+  readonly busyCores: Readonly<Record<Tier, number>>;
+  /** Cores to provision, at the utilisation ceiling. */
+  readonly cores: Readonly<Record<Tier, number>>;
+  readonly apiReplicas: number;
+  readonly consumers: number;
+  /** Redis shards for its CPU. */
+  readonly shardsForCpu: number;
+  /** Redis shards to hold the backlog. */
+  readonly shardsForMemory: number;
+  /** QUEUE_SHARDS: the larger of the two. */
+  readonly shards: number;
+  /** Bytes the backlog of `backlogSeconds` takes in Redis. */
+  readonly backlogBytes: number;
+  /** WAL the primary writes at this rate, bytes/s. */
+  readonly walBytesPerSecond: number;
+  /**
+   * PostgreSQL primaries (partitions on primaries of their own, or the
+   * nodes of a distributed PostgreSQL) for the cores and the WAL: above 1,
+   * one primary is the limit.
+   */
+  readonly postgresPrimaries: number;
+  /** Every tier's cores added up. */
+  readonly totalCores: number;
+  /**
+   * Nodes of `nodeCores` for everything but PostgreSQL: Traefik's cores, one
+   * core per API replica, consumer and Redis shard, packed.
+   */
+  readonly nodes: number;
+}
+
+/** The rate one unit of each tier takes at the utilisation ceiling, users/s. */
+export interface UnitRates {
+  /** One core of Traefik. */
+  readonly traefik: number;
+  /** One API replica. */
+  readonly api: number;
+  /** One Redis shard. */
+  readonly redis: number;
+  /** One consumer. */
+  readonly consumer: number;
+  /** One core of the PostgreSQL primary. */
+  readonly postgres: number;
+}
+
+/** The whole model. */
+export interface CapacityModel {
+  readonly inputs: CapacityInputs;
+  readonly options: Required<CapacityOptions>;
+  readonly unitRates: UnitRates;
+  /** The rate at which one Redis shard (QUEUE_SHARDS=1) is full. */
+  readonly oneShardLimit: number;
+  /** The rate at which one PostgreSQL primary is full: its cores or its WAL. */
+  readonly onePrimaryLimit: number;
+  /** Which of the two bounds one primary first. */
+  readonly primaryBound: "cores" | "WAL";
+  /** The tier that is full first while the stateless tiers scale out: redis or postgres. */
+  readonly firstLimit: "redis" | "postgres";
+  /** CPU µs per user, all tiers. */
+  readonly totalMicros: number;
+  /** Users/s one machine of `cores` cores would take with every tier on it, at the ceiling. */
+  readonly perMachine: (cores: number) => number;
+  readonly targets: readonly TargetPlan[];
+}
+
+/**
+ * The model's inputs from one run's results, or undefined when the run lacks
+ * the traefik phase's queue runs or the drain's batch 1000 × 1 run.
+ */
+export function capacityInputs(results: BenchResults): CapacityInputs | undefined {
+  const front = results.traefik?.runs.queue;
+  const drain = results.drain?.batch.find((r) =>
+    r.mode === "batch" && r.batchSize === REFERENCE_BATCH && r.replicas === 1
+  );
+  if (!front?.length || drain === undefined) return undefined;
+  const perRow = (cores: number) => cores / drain.rowsPerSecond * 1e6;
+  const redisIngest = frontMicrosPerRequest(front, "redis");
+  const redisDrain = perRow(drain.redisCores);
+  return {
+    micros: {
+      traefik: frontMicrosPerRequest(front, "traefik"),
+      api: frontMicrosPerRequest(front, "api"),
+      redis: redisIngest + redisDrain,
+      consumer: perRow(drain.consumerCores),
+      postgres: perRow(drain.postgresCores),
+    },
+    redisSplit: { ingest: redisIngest, drain: redisDrain },
+    consumerRowsPerSecond: drain.rowsPerSecond,
+    redisBytesPerUser: drain.redisBytesPerUser ?? Number.NaN,
+    walBytesPerUser: drain.walBytesPerUser ?? Number.NaN,
+  };
+}
+
+/**
+ * Builds the model from measured inputs.
+ *
+ * @throws {RangeError} when utilisation is not in (0, 1] or a cost is not positive.
+ */
+export function capacityModel(
+  inputs: CapacityInputs,
+  options: CapacityOptions = {},
+): CapacityModel {
+  const o: Required<CapacityOptions> = { ...CAPACITY_DEFAULTS, ...options };
+  if (!(o.utilisation > 0 && o.utilisation <= 1)) {
+    throw new RangeError(
+      `Cannot model capacity as utilisation must be in (0, 1]: current value is ${o.utilisation}`,
+    );
+  }
+  for (const tier of TIERS) {
+    if (!(inputs.micros[tier] > 0)) {
+      throw new RangeError(
+        `Cannot model capacity as the ${tier} tier's cost per user must be positive: current value is ${
+          inputs.micros[tier]
+        }`,
+      );
+    }
+  }
+  const { micros } = inputs;
+  const perUnit = (us: number) => 1e6 * o.utilisation / us;
+  const unitRates: UnitRates = {
+    traefik: perUnit(micros.traefik),
+    api: perUnit(micros.api),
+    redis: perUnit(micros.redis),
+    consumer: Math.min(inputs.consumerRowsPerSecond, 1e6 / micros.consumer) * o.utilisation,
+    postgres: perUnit(micros.postgres),
+  };
+  const totalMicros = TIERS.reduce((sum, tier) => sum + micros[tier], 0);
+  const oneShardLimit = unitRates.redis;
+  const primaryByCores = unitRates.postgres * o.maxPrimaryCores;
+  const primaryByWal = inputs.walBytesPerUser > 0
+    ? o.primaryWalBytesPerSecond * o.utilisation / inputs.walBytesPerUser
+    : Infinity;
+  const onePrimaryLimit = Math.min(primaryByCores, primaryByWal);
+  const targets = o.targets.map((rate): TargetPlan => {
+    const busyCores = Object.fromEntries(
+      TIERS.map((tier) => [tier, micros[tier] * rate / 1e6]),
+    ) as Record<Tier, number>;
+    const cores = Object.fromEntries(
+      TIERS.map((tier) => [tier, busyCores[tier] / o.utilisation]),
+    ) as Record<Tier, number>;
+    const backlogBytes = inputs.redisBytesPerUser * rate * o.backlogSeconds;
+    const shardsForCpu = Math.ceil(rate / unitRates.redis);
+    const shardsForMemory = Number.isFinite(backlogBytes)
+      ? Math.ceil(backlogBytes / o.shardMemoryBytes)
+      : 1;
+    const shards = Math.max(shardsForCpu, shardsForMemory, 1);
+    const apiReplicas = Math.ceil(rate / unitRates.api);
+    const consumers = Math.ceil(rate / unitRates.consumer);
+    return {
+      rate,
+      busyCores,
+      cores,
+      apiReplicas,
+      consumers,
+      shardsForCpu,
+      shardsForMemory,
+      shards,
+      backlogBytes,
+      walBytesPerSecond: inputs.walBytesPerUser * rate,
+      postgresPrimaries: Math.max(1, Math.ceil(rate / onePrimaryLimit)),
+      totalCores: TIERS.reduce((sum, tier) => sum + cores[tier], 0),
+      nodes: Math.ceil(
+        (cores.traefik + apiReplicas + consumers + shards) / o.nodeCores,
+      ),
+    };
+  });
+  return {
+    inputs,
+    options: o,
+    unitRates,
+    oneShardLimit,
+    onePrimaryLimit,
+    primaryBound: primaryByWal < primaryByCores ? "WAL" : "cores",
+    firstLimit: oneShardLimit <= onePrimaryLimit ? "redis" : "postgres",
+    totalMicros,
+    perMachine: (cores) => cores * 1e6 * o.utilisation / totalMicros,
+    targets,
+  };
+}
+
+/**
+ * Throughput of each tier with `units` of it (cores of Traefik, API
+ * replicas, Redis shards, consumers, cores of the one PostgreSQL primary,
+ * which stop adding once the primary is full: `maxPrimaryCores` or its WAL),
+ * for the chart and the table.
+ */
+export function scalingRows(
+  model: CapacityModel,
+  units: readonly number[] = [1, 2, 4, 8, 16, 32, 64],
+): { tier: Tier; units: number; usersPerSecond: number }[] {
+  return TIERS.flatMap((tier) =>
+    units.map((n) => ({
+      tier,
+      units: n,
+      usersPerSecond: tier === "postgres"
+        ? Math.min(model.unitRates.postgres * n, model.onePrimaryLimit)
+        : model.unitRates[tier] * n,
+    }))
+  );
+}
+
+/** A tier's unit, as the tables name it. */
+export const TIER_UNITS: Readonly<Record<Tier, string>> = {
+  traefik: "core",
+  api: "replica",
+  redis: "shard",
+  consumer: "consumer",
+  postgres: "core of the primary",
+};
+
+const fmt = (n: number) =>
+  n >= 100
+    ? Math.round(n).toLocaleString("en-US")
+    : n.toLocaleString("en-US", { maximumFractionDigits: 1 });
+const bytes = (n: number) =>
+  n >= 2 ** 30
+    ? `${(n / 2 ** 30).toFixed(1)} GiB`
+    : n >= 2 ** 20
+    ? `${(n / 2 ** 20).toFixed(0)} MiB`
+    : `${n.toFixed(0)} B`;
+
+/** The model as plain text lines, for the terminal (`./stack bench --capacity`). */
+export function capacityText(model: CapacityModel): string[] {
+  const { inputs, options: o, unitRates } = model;
+  const lines = [
+    `Capacity model (linear per tier, each unit used up to ${
+      (o.utilisation * 100).toFixed(0)
+    }%; measured costs per user):`,
+    ...TIERS.map((tier) =>
+      `  ${tier.padEnd(9)} ${inputs.micros[tier].toFixed(1).padStart(6)} µs CPU/user → ${
+        fmt(unitRates[tier]).padStart(9)
+      } users/s per ${TIER_UNITS[tier]}${
+        tier === "redis"
+          ? ` (push ${inputs.redisSplit.ingest.toFixed(1)} + fetch/ack ${
+            inputs.redisSplit.drain.toFixed(1)
+          } µs)`
+          : tier === "consumer"
+          ? ` (one consumer stored ${fmt(inputs.consumerRowsPerSecond)} rows/s)`
+          : ""
+      }`
+    ),
+    `  all tiers ${
+      model.totalMicros.toFixed(1)
+    } µs CPU/user: one 2-core machine running everything takes ≈ ${
+      fmt(model.perMachine(2))
+    } users/s at ${(o.utilisation * 100).toFixed(0)}% (≈ ${
+      fmt(model.perMachine(2) / o.utilisation)
+    } flat out)`,
+    `  Redis memory ${inputs.redisBytesPerUser.toFixed(0)} B per queued user; PostgreSQL WAL ${
+      inputs.walBytesPerUser.toFixed(0)
+    } B per stored user`,
+    `  first limit while the stateless tiers scale out: ${
+      model.firstLimit === "redis"
+        ? `Redis, one shard at ${
+          fmt(model.oneShardLimit)
+        } users/s (then QUEUE_SHARDS=K on a Redis Cluster), PostgreSQL's one primary at ${
+          fmt(model.onePrimaryLimit)
+        } users/s (bound by its ${model.primaryBound})`
+        : `PostgreSQL's one primary at ${
+          fmt(model.onePrimaryLimit)
+        } users/s (bound by its ${model.primaryBound}), before one Redis shard at ${
+          fmt(model.oneShardLimit)
+        } users/s`
+    }`,
+    "",
+    `  ${"users/s".padStart(10)} ${"traefik cores".padStart(13)} ${"API replicas".padStart(12)} ${
+      "QUEUE_SHARDS".padStart(12)
+    } ${"consumers".padStart(9)} ${"PG cores".padStart(8)} ${"WAL MiB/s".padStart(9)} ${
+      "PG primaries".padStart(12)
+    } ${`${o.nodeCores}-core nodes`.padStart(13)} ${"all cores".padStart(9)} ${
+      `backlog ${o.backlogSeconds} s`.padStart(14)
+    }`,
+    ...model.targets.map((t) =>
+      `  ${fmt(t.rate).padStart(10)} ${fmt(t.cores.traefik).padStart(13)} ${
+        String(t.apiReplicas).padStart(12)
+      } ${String(t.shards).padStart(12)} ${String(t.consumers).padStart(9)} ${
+        fmt(t.cores.postgres).padStart(8)
+      } ${fmt(t.walBytesPerSecond / 2 ** 20).padStart(9)} ${
+        String(t.postgresPrimaries).padStart(12)
+      } ${String(t.nodes).padStart(13)} ${fmt(t.totalCores).padStart(9)} ${
+        bytes(t.backlogBytes).padStart(14)
+      }`
+    ),
+  ];
+  return lines;
+}
+
+export { bytes as formatBytes, fmt as formatRate };

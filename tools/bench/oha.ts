@@ -1,0 +1,192 @@
+/**
+ * Running oha (a Rust HTTP load generator, pinned in
+ * tools/stack/install_tools.sh) and reading its JSON report. oha drives the
+ * runs through Traefik: the end-to-end ladder as an open model (`-q`, a fixed
+ * request rate, with `--latency-correction` so a late request's latency
+ * counts from when it was due, not from when it was sent) and the closed-loop
+ * runs that find Traefik's ceiling and compare our API with the course's
+ * producer behind it. On two cores k6 runs out of CPU at ~2,000 req/s (its
+ * JavaScript VUs cost far more per request than the stack does), while oha
+ * costs a few µs per request; its own CPU is read and reported next to the
+ * stack's. k6 stays the tool of the scripts users run (tests/*-k6.js) and of
+ * the overload run.
+ *
+ * @module
+ */
+
+/** What one load run measured, whatever the generator (k6.ts's result has the same shape). */
+export interface LoadResult {
+  /** Requests sent and answered or failed. */
+  readonly requests: number;
+  /** Answered 202. */
+  readonly accepted: number;
+  /** Answered 503. */
+  readonly rejected: number;
+  /** Any other status, or no answer at all. */
+  readonly failed: number;
+  /**
+   * Requests of an open-model run that were not sent in its time (the
+   * generator fell behind its schedule): `rate × seconds - requests`.
+   */
+  readonly dropped: number;
+  /** The run's length as the generator timed it. */
+  readonly seconds: number;
+  /** Latency percentiles in milliseconds (from each request's due time under `-q`). */
+  readonly latencyMs: { readonly p50: number; readonly p90: number; readonly p99: number };
+  /** CPU seconds the generator itself used. */
+  readonly cpuSeconds?: number;
+}
+
+/** The part of oha's `--output-format json` report that is read. */
+interface OhaReport {
+  summary?: { total?: number; requestsPerSec?: number };
+  latencyPercentiles?: Record<string, number | null>;
+  statusCodeDistribution?: Record<string, number>;
+  errorDistribution?: Record<string, number>;
+}
+
+/**
+ * Reads oha's JSON report (`--output-format json`). `rate` and `seconds` are
+ * what an open-model run asked for (to count what was not sent); without
+ * them nothing counts as dropped.
+ *
+ * @throws {TypeError} when the report lacks the summary, the percentiles or the status counts.
+ */
+export function parseOhaReport(
+  json: string,
+  asked: { rate?: number; seconds?: number } = {},
+): LoadResult {
+  const report = JSON.parse(json) as OhaReport;
+  const total = report.summary?.total;
+  const percentiles = report.latencyPercentiles;
+  const statuses = report.statusCodeDistribution;
+  if (total === undefined || percentiles === undefined || statuses === undefined) {
+    throw new TypeError(
+      `Cannot read oha's report as it lacks the summary, percentiles or status codes: current value is ${
+        JSON.stringify(json.slice(0, 300))
+      }`,
+    );
+  }
+  const answered = Object.values(statuses).reduce((sum, n) => sum + n, 0);
+  const errors = Object.values(report.errorDistribution ?? {}).reduce((sum, n) => sum + n, 0);
+  const accepted = statuses["202"] ?? 0;
+  const rejected = statuses["503"] ?? 0;
+  const requests = answered + errors;
+  const ms = (key: string) => (percentiles[key] ?? Number.NaN) * 1_000;
+  return {
+    requests,
+    accepted,
+    rejected,
+    failed: requests - accepted - rejected,
+    dropped: asked.rate !== undefined && asked.seconds !== undefined
+      ? Math.max(0, Math.round(asked.rate * asked.seconds) - requests)
+      : 0,
+    seconds: total,
+    latencyMs: { p50: ms("p50"), p90: ms("p90"), p99: ms("p99") },
+  };
+}
+
+/** Options of {@linkcode runOha}. */
+export interface OhaOptions {
+  /** How long to send. */
+  seconds: number;
+  /** Requests per second (open model, latency-corrected); closed loop without it. @default none */
+  rate?: number;
+  /** Connections, each with at most one request in flight. @default 64 */
+  connections?: number;
+  /** The oha program. @default "oha" */
+  command?: string;
+}
+
+/** The body every request sends: the course's curl's. */
+export const POST_BODY = '{"name": "Queueing"}';
+
+/** oha's arguments for a run of `POST <url>` (exported for the test). */
+export function ohaArgs(url: string, options: OhaOptions): string[] {
+  const { seconds, rate, connections = 64 } = options;
+  return [
+    "--no-tui",
+    "--output-format",
+    "json",
+    "-z",
+    `${seconds}s`,
+    "-c",
+    String(connections),
+    // A request still in flight when the time is up is awaited, not cancelled: the server may
+    // have accepted it, and stored = accepted counts every one.
+    "--wait-ongoing-requests-after-deadline",
+    ...(rate === undefined ? [] : ["-q", String(rate), "--latency-correction"]),
+    "-t",
+    "10s",
+    "-m",
+    "POST",
+    "-T",
+    "application/json",
+    "-d",
+    POST_BODY,
+    url,
+  ];
+}
+
+/**
+ * POSTs users to `url` (a full URL, `…/users`) with oha and returns what it
+ * measured, with its own CPU time.
+ *
+ * @throws {Error} with oha's output when it exits non-zero or prints no report.
+ */
+export async function runOha(url: string, options: OhaOptions): Promise<LoadResult> {
+  // bash's `times` prints its children's user and system CPU when oha has exited: exact, where
+  // sampling /proc while it runs would miss its last moments.
+  const result = await new Deno.Command("bash", {
+    args: [
+      "-c",
+      'status=0; "$@" || status=$?; times >&2; exit $status',
+      "bash",
+      options.command ?? "oha",
+      ...ohaArgs(url, options),
+    ],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decoder = new TextDecoder();
+  const stdout = decoder.decode(result.stdout);
+  const stderr = decoder.decode(result.stderr);
+  if (!result.success) {
+    throw new Error(`Cannot load ${url} as oha exited with ${result.code}:\n${stdout}${stderr}`);
+  }
+  try {
+    return { ...parseOhaReport(stdout, options), cpuSeconds: parseChildTimes(stderr) };
+  } catch (error) {
+    throw new Error(`Cannot load ${url} as oha printed no report:\n${stdout}${stderr}`, {
+      cause: error,
+    });
+  }
+}
+
+/** Seconds of a bash `times` figure: `1m2.500s`. */
+function timesSeconds(text: string): number {
+  const match = /^(\d+)m([\d.]+)s$/.exec(text);
+  return match ? Number(match[1]) * 60 + Number(match[2]) : Number.NaN;
+}
+
+/**
+ * The children's user plus system CPU seconds from the output of bash's
+ * `times` (its last two lines: the shell's, then its children's).
+ *
+ * @throws {TypeError} when the text does not end with them.
+ */
+export function parseChildTimes(text: string): number {
+  const lines = text.trim().split("\n");
+  const [user, system] = (lines.at(-1) ?? "").trim().split(/\s+/).map(timesSeconds);
+  if (
+    lines.length < 2 || user === undefined || system === undefined || !(user >= 0 && system >= 0)
+  ) {
+    throw new TypeError(
+      `Cannot read the load generator's CPU time as bash's times printed no such line: current value is ${
+        JSON.stringify(text.slice(-200))
+      }`,
+    );
+  }
+  return user + system;
+}

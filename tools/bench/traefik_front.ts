@@ -1,0 +1,89 @@
+/**
+ * A Traefik in front of servers the benchmark started itself (the no-op
+ * reference, our API replicas, the course's producer), configured exactly as
+ * the native stack configures its own: the static configuration derived from
+ * traefik/traefik.yml and the file-provider route with its health check on
+ * `/readyz` (tools/stack/traefik_config.ts). Measuring every server behind
+ * the same Traefik, and the no-op reference behind it as Traefik's own
+ * ceiling, is what issue #10 asks of the comparisons with the course.
+ *
+ * @module
+ */
+
+import { parse, stringify } from "yaml";
+import { OutputBuffer } from "../harness/line_output.ts";
+import { freePort } from "../harness/ports.ts";
+import { REPO_DIR } from "../harness/repo.ts";
+import { ServiceProcess } from "../harness/service_process.ts";
+import { waitForHttp } from "../harness/wait.ts";
+import { nativeStaticConfig, routesConfig } from "../stack/traefik_config.ts";
+import { onInterrupt } from "./interrupt.ts";
+
+/** A running Traefik; `stop()` ends it and removes its config dir. */
+export interface TraefikFront extends AsyncDisposable {
+  /** `http://127.0.0.1:<port>`. */
+  readonly url: string;
+  readonly pid: number;
+  readonly output: OutputBuffer;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts Traefik on a free loopback port, balancing over `servers`
+ * (`http://127.0.0.1:<port>` each), and waits until a request through it
+ * reaches one (`/readyz` answers 200).
+ *
+ * @throws {Error} with Traefik's last output when it exits or does not answer in time.
+ */
+export async function startTraefikFront(
+  name: string,
+  servers: readonly string[],
+): Promise<TraefikFront> {
+  const dir = await Deno.makeTempDir({ prefix: `bench-traefik-${name}-` });
+  const dynamicDir = `${dir}/dynamic`;
+  await Deno.mkdir(dynamicDir);
+  const port = freePort();
+  const source = parse(await Deno.readTextFile(`${REPO_DIR}/traefik/traefik.yml`));
+  const config = nativeStaticConfig(source, {
+    address: `127.0.0.1:${port}`,
+    dynamicDir,
+  });
+  // Its other entry points (none today) would listen on their fixed ports and clash between
+  // the fronts the benchmark runs side by side; only `web` is measured.
+  const entryPoints = config.entryPoints as Record<string, unknown>;
+  for (const other of Object.keys(entryPoints).filter((e) => e !== "web")) {
+    delete entryPoints[other];
+  }
+  await Deno.writeTextFile(`${dir}/traefik.yml`, stringify(config));
+  await Deno.writeTextFile(`${dynamicDir}/routes.yml`, stringify(routesConfig(servers)));
+  const output = new OutputBuffer();
+  const process = new ServiceProcess({
+    name: `traefik-${name}`,
+    command: "traefik",
+    args: [`--configFile=${dir}/traefik.yml`],
+    cwd: dir,
+    output: output.sink,
+    log: output.sink.bind(null, `traefik-${name}`),
+    restart: "no",
+  });
+  const pid = process.start();
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    stopping ??= (async () => {
+      forget();
+      await process.stop({ signal: "SIGTERM", timeoutMs: 15_000 });
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    })();
+  const forget = onInterrupt(stop);
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitForHttp(`${url}/readyz`, { alive: () => process.running, timeoutMs: 30_000 });
+  } catch (error) {
+    await stop();
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new Error(`Cannot start Traefik (${name}): ${reason}\n${output.tail(20)}`, {
+      cause: error,
+    });
+  }
+  return { url, pid, output, stop, [Symbol.asyncDispose]: stop };
+}
