@@ -256,6 +256,8 @@ ensure_wrk() {
 # oha 1.16 needs Rust ≥ 1.88, which Debian 12's cargo is not (the project's machines have rustup's).
 ensure_oha() {
   if prints "oha $OHA_VERSION" oha --version; then return 0; fi
+  # rustup's toolchain when there is one: oha needs Rust >= 1.88, newer than Debian 12's cargo.
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then export PATH="$HOME/.cargo/bin:$PATH"; fi
   if ! command -v cargo >/dev/null; then apt_install cargo; fi
   note "installing oha $OHA_VERSION: cargo install compiles it from crates.io (about 5-8 minutes)"
   with_progress "compiling oha" cargo install oha --version "$OHA_VERSION" --locked \
