@@ -18,14 +18,22 @@
  *   request, so it passes before any request of the group can have been
  *   answered 503 for being too slow (each request's own bound starts later);
  * - a failure (Redis down, a timeout) rejects every request of the group,
- *   which nothing was pushed for.
+ *   which nothing was pushed for;
+ * - with replicas to confirm the push (REDIS_WAIT_REPLICAS), one `WAIT`
+ *   follows each group's call (`redis_queue.ts`), not one per request: when
+ *   it confirms too few, the requests whose users were pushed are rejected
+ *   with {@linkcode WriteUnconfirmedError}, the others as full.
+ *
+ * With shards ({@linkcode ShardedPushes}), each shard groups its own users:
+ * one script call (and one `WAIT`) per shard per turn, each sent to the
+ * node that holds that shard.
  *
  * @module
  */
 
 import { setImmediate } from "node:timers";
 import type { UserEnvelope } from "./envelope.ts";
-import { QueueFullError } from "./redis_queue.ts";
+import { QueueFullError, WriteUnconfirmedError } from "./redis_queue.ts";
 
 /** What the grouping needs from the queue; `RedisQueue` provides it. */
 export interface FittingQueue {
@@ -102,12 +110,42 @@ export class GroupedPushes {
         group[0]!.since,
       );
     } catch (error) {
-      for (const waiting of group) waiting.reject(error);
+      // Unconfirmed: those pushed get that error, the rest did not fit.
+      const pushed = error instanceof WriteUnconfirmedError ? error.pushed : group.length;
+      group.forEach((waiting, i) =>
+        waiting.reject(i < pushed ? error : new QueueFullError(this.#maxLength))
+      );
       return;
     }
     group.forEach((waiting, i) => {
       if (i < pushed) waiting.resolve();
       else waiting.reject(new QueueFullError(this.#maxLength));
     });
+  }
+}
+
+/**
+ * The pushes of a sharded queue: each user goes to the {@linkcode GroupedPushes}
+ * of its shard (`shardOf`, a hash of its id), whose bound is its share of the
+ * whole queue's, `maxLength` / shards rounded up.
+ */
+export class ShardedPushes {
+  readonly #shards: readonly GroupedPushes[];
+  readonly #shardOf: (id: string) => number;
+
+  constructor(
+    queues: readonly FittingQueue[],
+    maxLength: number,
+    shardOf: (id: string) => number,
+    options: GroupedPushesOptions = {},
+  ) {
+    const share = Math.ceil(maxLength / queues.length);
+    this.#shards = queues.map((queue) => new GroupedPushes(queue, share, options));
+    this.#shardOf = shardOf;
+  }
+
+  /** Queues `user` in its shard; see {@linkcode GroupedPushes.enqueue}. */
+  enqueue(user: UserEnvelope): Promise<void> {
+    return this.#shards[this.#shardOf(user.id)]!.enqueue(user);
   }
 }

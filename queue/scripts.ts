@@ -13,13 +13,21 @@
  * the consumer's scripts must still run. The API's enqueue script carries no
  * such flag, so a full Redis refuses new work instead (the API answers 503).
  *
- * The recovery script reads keys it derives from set members, so these scripts
- * assume a standalone Redis (not Redis Cluster).
+ * Every script declares every key it touches in KEYS, all of one shard (one
+ * hash slot: `keys.ts`), so each runs on Redis Cluster as on a standalone
+ * Redis. The scripts that visit each registered consumer (recovery, the
+ * overview) cannot derive those consumers' keys from the set's members inside
+ * Redis: the caller reads the members first and passes their keys, and the
+ * script re-checks, atomically, what it relies on (membership, an expired
+ * heartbeat), skipping a member it was not given (the next round sees it).
  *
  * @module
  */
 
-import type { Redis, Result } from "ioredis";
+import type { Cluster, Redis, Result } from "ioredis";
+
+/** A client the scripts run on: one standalone Redis, or a Redis Cluster. */
+export type RedisClient = Redis | Cluster;
 
 /**
  * KEYS: queue, queued ids. ARGV: deadline (ms since the epoch, 0 for none),
@@ -176,9 +184,10 @@ return 1
 
 /**
  * KEYS: consumers, retry, dead, deliveries, queued ids, dead ids, dead
- * counts, stats. ARGV:
- * processing prefix, heartbeat prefix, max crashes, now (ISO 8601).
- * For every registered consumer whose heartbeat has expired: counts one crash
+ * counts, stats, then for each consumer to examine its processing list and
+ * its heartbeat. ARGV: max crashes, now (ISO 8601), then those consumers' ids.
+ * For every consumer given that is still registered and whose heartbeat has
+ * expired (both checked here, atomically with the moves): counts one crash
  * against each item it held, moves the item to the retry list, or to the dead
  * letters (kind `consumer_crashed`) once it has crashed `max crashes`
  * consumers, and unregisters the consumer (dropping its `stored:<id>`
@@ -190,11 +199,12 @@ return 1
  */
 const RECOVER = `#!lua flags=allow-oom
 local recovered, buried, dead_consumers = 0, 0, 0
-local max_crashes = tonumber(ARGV[3])
-for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  if redis.call('EXISTS', ARGV[2] .. id) == 0 then
+local max_crashes = tonumber(ARGV[1])
+for c = 3, #ARGV do
+  local id = ARGV[c]
+  local processing, heartbeat = KEYS[7 + 2 * (c - 2)], KEYS[8 + 2 * (c - 2)]
+  if redis.call('SISMEMBER', KEYS[1], id) == 1 and redis.call('EXISTS', heartbeat) == 0 then
     dead_consumers = dead_consumers + 1
-    local processing = ARGV[1] .. id
     local items = redis.call('LRANGE', processing, 0, -1)
     for i = #items, 1, -1 do
       local item = items[i]
@@ -212,7 +222,7 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
           reason = 'consumer crashed while holding it ' .. crashes .. ' times',
           kind = 'consumer_crashed',
           id = user_id,
-          dead_at = ARGV[4],
+          dead_at = ARGV[2],
         })
         redis.call('LPUSH', KEYS[3], record)
         redis.call('HINCRBY', KEYS[7], 'consumer_crashed', 1)
@@ -339,8 +349,10 @@ return {#taken, cursor + #records - #taken, done}
 `;
 
 /**
- * KEYS: queue, retry, dead, consumers, dead counts, stats. ARGV: processing
- * prefix, heartbeat prefix.
+ * KEYS: queue, retry, dead, consumers, dead counts, stats, then for each
+ * consumer to show its processing list and its heartbeat. ARGV: those
+ * consumers' ids (the members of the consumers set, read just before; one no
+ * longer registered is left out).
  * Everything `GET /admin/overview` and the consumer's queue gauges show, in
  * one read-only step (so it runs on a full Redis too) that touches no item but
  * the oldest queued and the oldest retried one: the lengths of the lists, the
@@ -352,13 +364,16 @@ return {#taken, cursor + #records - #taken, done}
  */
 const OVERVIEW = `#!lua flags=no-writes
 local consumers = {}
-for _, id in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-  consumers[#consumers + 1] = {
-    id,
-    redis.call('LLEN', ARGV[1] .. id),
-    redis.call('PTTL', ARGV[2] .. id),
-    redis.call('HGET', KEYS[6], 'stored:' .. id) or '0',
-  }
+for c = 1, #ARGV do
+  local id = ARGV[c]
+  if redis.call('SISMEMBER', KEYS[4], id) == 1 then
+    consumers[#consumers + 1] = {
+      id,
+      redis.call('LLEN', KEYS[5 + 2 * c]),
+      redis.call('PTTL', KEYS[6 + 2 * c]),
+      redis.call('HGET', KEYS[6], 'stored:' .. id) or '0',
+    }
+  end
 end
 return {
   redis.call('LLEN', KEYS[1]),
@@ -434,6 +449,7 @@ declare module "ioredis" {
       ttlMs: number,
     ): Result<number, Context>;
     queueRecover(
+      numberOfKeys: number,
       consumers: string,
       retry: string,
       dead: string,
@@ -442,10 +458,7 @@ declare module "ioredis" {
       deadIds: string,
       deadCounts: string,
       stats: string,
-      processingPrefix: string,
-      heartbeatPrefix: string,
-      maxCrashes: number,
-      now: string,
+      ...processingAndHeartbeatKeysThenMaxCrashesNowAndIds: (string | number)[]
     ): Result<[number, number, number], Context>;
     queueHandBack(
       consumers: string,
@@ -470,27 +483,36 @@ declare module "ioredis" {
       ...ids: string[]
     ): Result<[number, number, 0 | 1], Context>;
     queueOverview(
+      numberOfKeys: number,
       queue: string,
       retry: string,
       dead: string,
       consumers: string,
       deadCounts: string,
       stats: string,
-      processingPrefix: string,
-      heartbeatPrefix: string,
+      ...processingAndHeartbeatKeysThenIds: string[]
     ): Result<OverviewReply, Context>;
   }
 }
 
+/**
+ * The scripts called with their number of keys first (two keys per consumer).
+ * ioredis' automatic pipelining in a cluster picks a command's node by its
+ * first argument, taken as a key: these must bypass it (sent alone, they are
+ * routed by their real keys).
+ */
+export const SCRIPTS_WITH_KEY_COUNT: readonly string[] = ["queueRecover", "queueOverview"];
+
 /** Registers the queue's scripts as commands on `redis`; idempotent. */
-export function defineQueueScripts(redis: Redis): void {
+export function defineQueueScripts(redis: RedisClient): void {
   redis.defineCommand("queueEnqueue", { numberOfKeys: 2, lua: ENQUEUE });
   redis.defineCommand("queueFetch", { numberOfKeys: 4, lua: FETCH });
   redis.defineCommand("queueAck", { numberOfKeys: 8, lua: ACK });
   redis.defineCommand("queueRegister", { numberOfKeys: 2, lua: REGISTER });
   redis.defineCommand("queueHeartbeat", { numberOfKeys: 2, lua: HEARTBEAT });
-  redis.defineCommand("queueRecover", { numberOfKeys: 8, lua: RECOVER });
+  // A varying number of keys (two per consumer): the caller passes the count first.
+  redis.defineCommand("queueRecover", { lua: RECOVER });
   redis.defineCommand("queueHandBack", { numberOfKeys: 6, lua: HAND_BACK });
   redis.defineCommand("queueDeadLettersTake", { numberOfKeys: 6, lua: DEAD_LETTERS_TAKE });
-  redis.defineCommand("queueOverview", { numberOfKeys: 6, lua: OVERVIEW });
+  redis.defineCommand("queueOverview", { lua: OVERVIEW });
 }
