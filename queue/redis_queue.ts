@@ -88,6 +88,11 @@ export interface Batch {
   readonly fromRetry: boolean;
   /** The shard it was taken from (`sharded_queue.ts`); absent means shard 0. */
   readonly shard?: number;
+  /**
+   * Set on an empty batch when recovered items wait, which only a fetch
+   * holding nothing may take (see `scripts.ts`, FETCH).
+   */
+  readonly suspectWaiting?: boolean;
 }
 
 /**
@@ -287,9 +292,19 @@ export class RedisQueue {
   /**
    * Moves up to `max` items into the consumer's processing list and returns
    * them oldest first; an empty batch when there is nothing; `undefined` when
-   * the consumer is fenced.
+   * the consumer is fenced. `held` is how many items the consumer holds
+   * unacknowledged (the batch it is storing while it fetches the next one);
+   * whatever else the list holds came from a fetch whose reply was lost, and
+   * is returned again instead of new items. `holdingElsewhere`: the consumer
+   * holds a batch in another shard's list (`sharded_queue.ts`), so, holding
+   * something, it is not given a recovered item either.
    */
-  async fetch(consumerId: string, max: number): Promise<Batch | undefined> {
+  async fetch(
+    consumerId: string,
+    max: number,
+    held = 0,
+    holdingElsewhere = false,
+  ): Promise<Batch | undefined> {
     const [reply, replicas] = await this.#confirmed((redis) =>
       redis.queueFetch(
         this.keys.consumers,
@@ -298,10 +313,12 @@ export class RedisQueue {
         this.keys.processingPrefix + consumerId,
         consumerId,
         max,
+        held,
+        holdingElsewhere ? "1" : "0",
       )
     );
     if (reply === -1) return undefined;
-    const [source, taken] = reply as [0 | 1, string[] | string | undefined];
+    const [source, taken] = reply as [0 | 1 | 2, string[] | string | undefined];
     // Unconfirmed, the move could be undone by a failover after the insert:
     // the items would then be delivered again (harmless, but avoidable). The
     // retried fetch returns the same items, still in the processing list.
@@ -309,6 +326,7 @@ export class RedisQueue {
       throw new WriteUnconfirmedError("fetch", this.#waitReplicas, replicas, this.#waitTimeoutMs);
     }
     if (source === 1) return { items: [taken as string], fromRetry: true };
+    if (source === 2) return { items: [], fromRetry: false, suspectWaiting: true };
     // The script returns the list's order (newest at the left); FIFO wants the oldest first.
     const items = (taken as string[] | undefined) ?? [];
     items.reverse();

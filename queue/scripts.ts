@@ -79,32 +79,47 @@ return n
 `;
 
 /**
- * KEYS: consumers, retry, queue, processing. ARGV: consumer id, max items.
+ * KEYS: consumers, retry, queue, processing. ARGV: consumer id, max items,
+ * held (how many items the consumer knows its processing list holds),
+ * holding elsewhere ('1' when it holds a batch in another shard's list).
  * Returns -1 when the consumer is no longer registered (its heartbeat expired
  * and its work was recovered: it must not take more under that id); otherwise
  * {1, item} for one recovered item (suspects are retried one at a time so a
  * poison item cannot take a batch down with it), or {0, items…} with up to
  * max items from the main list, newest first, now also in the processing list.
  *
- * A consumer holds one batch at a time, so items already in its processing
- * list belong to a fetch whose reply it never got (the command timed out
- * client-side but ran when Redis resumed, or Redis died between its AOF write
- * and the reply) and which it is now repeating: those same items are returned
- * again, newest first. Stacking a second batch on them would make the
- * acknowledgement, which trims by count from the oldest end, drop the first
- * batch unstored. (A re-sent recovered item comes back as {0, item}, so its
- * crash count is not cleared; it only matters if it crashes consumers again.)
+ * A consumer holds at most two batches: the one it is storing (at the right
+ * end of its processing list, as the acknowledgement trims from there) and
+ * the next, fetched while the first is being inserted (pushed at the left).
+ * A recovered item is handed only to a consumer holding nothing, so a suspect
+ * is never held beside other items: a fetch made while holding a batch (in
+ * this shard's list or another's) gets nothing, {2}, when the retry list is
+ * not empty, and the consumer fetches again once its batch is acknowledged.
+ *
+ * The consumer says how many items it holds; anything beyond that belongs to a fetch
+ * whose reply it never got (the command timed out client-side but ran when
+ * Redis resumed, or Redis died between its AOF write and the reply) and which
+ * it is now repeating: those same items are returned again, newest first.
+ * Stacking a further batch on them would make an acknowledgement, which trims
+ * by count from the oldest end, drop a batch unstored. (A re-sent recovered
+ * item comes back as {0, item}, so its crash count is not cleared; it only
+ * matters if it crashes consumers again.)
  */
 const FETCH = `#!lua flags=allow-oom
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end
-local held = redis.call('LRANGE', KEYS[4], 0, -1)
-if #held > 0 then
+local unknown = redis.call('LLEN', KEYS[4]) - tonumber(ARGV[3])
+if unknown > 0 then
+  local held = redis.call('LRANGE', KEYS[4], 0, unknown - 1)
   local newest_first = {}
   for i = #held, 1, -1 do newest_first[#newest_first + 1] = held[i] end
   return {0, newest_first}
 end
-local retried = redis.call('RPOPLPUSH', KEYS[2], KEYS[4])
-if retried then return {1, retried} end
+if tonumber(ARGV[3]) > 0 or ARGV[4] == '1' then
+  if redis.call('LLEN', KEYS[2]) > 0 then return {2} end
+else
+  local retried = redis.call('RPOPLPUSH', KEYS[2], KEYS[4])
+  if retried then return {1, retried} end
+end
 local items = redis.call('LRANGE', KEYS[3], -tonumber(ARGV[2]), -1)
 local n = #items
 if n == 0 then return {0} end
@@ -400,7 +415,7 @@ export type OverviewReply = [
 ];
 
 /** The raw reply of the fetch script. */
-type FetchReply = -1 | [0 | 1, string[] | string] | [0];
+type FetchReply = -1 | [0 | 1, string[] | string] | [0] | [2];
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
@@ -420,6 +435,8 @@ declare module "ioredis" {
       processing: string,
       consumerId: string,
       max: number,
+      held: number,
+      holdingElsewhere: "0" | "1",
     ): Result<FetchReply, Context>;
     queueAck(
       consumers: string,

@@ -16,6 +16,16 @@
  *   the first shard's batch that has items, so with fewer consumers than
  *   shards every shard still gets its turn and none starves. Each batch
  *   comes from one shard, and is acknowledged there.
+ * - The batch fetched while the one in hand is stored (the consumer's
+ *   overlap, `server-consumer/consumer.ts`) may come from another shard. The
+ *   consumer says how many items it holds; they are the last batch this
+ *   object returned, so that shard's fetch is told that count and every other
+ *   shard's that the consumer holds items elsewhere: no shard then hands it a
+ *   recovered item (a suspect is only held alone, as with one shard). When a
+ *   shard has recovered items waiting, the fetch returns nothing and the next
+ *   one, made holding nothing once the batch in hand is acknowledged, starts
+ *   at that shard, so recovered items are never starved by other shards'
+ *   backlogs.
  * - Fenced in any shard (its heartbeat there expired and its items there
  *   were recovered), the consumer takes a new id in every shard, as with one
  *   shard; its old id, no longer refreshed, expires in the other shards and
@@ -36,6 +46,8 @@ export class ShardedQueue {
   readonly keys: readonly QueueKeys[];
   /** Where the next fetch starts. */
   #next = 0;
+  /** The shard of the last non-empty batch returned: where the items a consumer holds are. */
+  #holdingShard = 0;
 
   constructor(redis: RedisClient, keys: readonly QueueKeys[], options: RedisQueueOptions = {}) {
     if (keys.length === 0) throw new RangeError("Cannot make a queue of no shards");
@@ -65,28 +77,45 @@ export class ShardedQueue {
    * batch when every shard is empty; `undefined` when the consumer is fenced
    * in a shard it looked at.
    *
+   * `held` is how many items the consumer holds unacknowledged: the last
+   * batch returned (see the module's notes).
+   *
    * A shard that fails (its master failing over, say) is passed over, so the
    * others keep being served; the fetch rejects with that failure only when
    * no other shard had items (the caller then backs off and retries). What
    * the failed call may have taken stays in that shard's processing list,
    * and the next fetch there returns it.
    */
-  async fetch(consumerId: string, max: number): Promise<Batch | undefined> {
+  async fetch(consumerId: string, max: number, held = 0): Promise<Batch | undefined> {
     const count = this.shards.length;
     const start = this.#next;
     this.#next = (start + 1) % count;
     let failure: { error: unknown } | undefined;
     for (let i = 0; i < count; i++) {
       const shard = (start + i) % count;
+      const holdsHere = shard === this.#holdingShard;
       let batch: Batch | undefined;
       try {
-        batch = await this.shards[shard]!.fetch(consumerId, max);
+        batch = await this.shards[shard]!.fetch(
+          consumerId,
+          max,
+          holdsHere ? held : 0,
+          held > 0 && !holdsHere,
+        );
       } catch (error) {
         failure ??= { error };
         continue;
       }
       if (batch === undefined) return undefined;
-      if (batch.items.length > 0) return { ...batch, shard };
+      if (batch.suspectWaiting) {
+        // Taken by the next fetch, made holding nothing: start it here.
+        this.#next = shard;
+        return { items: [], fromRetry: false, shard, suspectWaiting: true };
+      }
+      if (batch.items.length > 0) {
+        this.#holdingShard = shard;
+        return { ...batch, shard };
+      }
     }
     if (failure !== undefined) throw failure.error;
     return { items: [], fromRetry: false };

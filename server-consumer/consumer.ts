@@ -13,13 +13,22 @@
  *   retried with capped exponential backoff and jitter, forever while running;
  *   they are never dead-lettered. The outage is reported when it starts and
  *   when it ends.
+ * - While a batch is being inserted, the next one is fetched (the insert
+ *   waits on PostgreSQL, the fetch on Redis, so the two overlap instead of
+ *   adding up). The consumer then holds two batches in its processing list;
+ *   the fetch says how many items it already holds, and the acknowledgement
+ *   of the first is sent only once that fetch has settled, so every move and
+ *   trim of the list happens in an order the scripts expect. The next batch
+ *   is not fetched early while the one in hand is a recovered suspect, so a
+ *   poison item that crashes the process never makes new items suspects.
  * - A heartbeat, refreshed on a timer independent of the work, says this
  *   consumer is alive however slow its inserts; each consumer periodically
  *   recovers the items of consumers whose heartbeat expired.
  * - On stop, the loop takes no new batch (a wait or a fetch in progress is
- *   given up at once), finishes the batch in hand (or, at the shutdown
- *   deadline, gives up even a call in progress and hands the batch back to
- *   the front of the queue), and unregisters. The hand-back itself is bounded
+ *   given up at once), finishes what it holds, the batch being stored and the
+ *   one fetched during its insert (or, at the shutdown deadline, gives up
+ *   even a call in progress and hands both back to the front of the queue),
+ *   and unregisters. The hand-back itself is bounded
  *   too, so a stop ends within the deadline and {@linkcode HAND_BACK_TIMEOUT_MS}
  *   even while Redis or PostgreSQL is down or frozen: what is not handed back
  *   stays in the processing list and is recovered once the heartbeat expires.
@@ -46,7 +55,8 @@ import { type UserStore, writeUsers } from "./user_writer.ts";
 export interface ConsumerQueue {
   register(consumerId: string, ttlMs: number): Promise<void>;
   heartbeat(consumerId: string, ttlMs: number): Promise<boolean>;
-  fetch(consumerId: string, max: number): Promise<Batch | undefined>;
+  /** `held`: items the consumer holds unacknowledged (see `queue/scripts.ts`, FETCH). */
+  fetch(consumerId: string, max: number, held: number): Promise<Batch | undefined>;
   /** `storedIds` are the ids of the rows just committed (they leave the status index). */
   ack(
     consumerId: string,
@@ -250,8 +260,14 @@ export class Consumer {
       await this.#retry(this.#redis, () => o.queue.register(this.#id, o.heartbeatTtlMs));
       o.onEvent({ event: "consumer_started", consumer_id: this.#id, batch_size: o.batchSize });
       this.#startTimers();
-      while (!this.#stopping) {
-        const batch = await this.#retry(this.#redis, () => o.queue.fetch(this.#id, o.batchSize));
+      // A batch fetched while the previous one was being stored; null when none was.
+      let next: Batch | undefined | null = null;
+      // A batch already fetched is finished even once stopping: it is in hand.
+      while (!this.#stopping || next) {
+        const batch: Batch | undefined = next !== null
+          ? next
+          : await this.#retry(this.#redis, () => o.queue.fetch(this.#id, o.batchSize, 0));
+        next = null;
         if (batch === undefined) {
           await this.#reregister("its heartbeat expired and its work was recovered by others");
           continue;
@@ -262,7 +278,18 @@ export class Consumer {
         }
         this.#inHand = batch;
         o.onStep?.("fetched", batch);
-        await this.#handle(batch);
+        const early: Promise<Batch | undefined | null> = batch.fromRetry
+          ? Promise.resolve(null)
+          : this.#fetchEarly(batch);
+        // Not acknowledged: we were fenced, so whatever the early fetch took was
+        // (or will be) recovered with the rest of our list; it must not be stored
+        // under the new id.
+        if (await this.#handle(batch, early)) {
+          next = await early;
+          // Empty: the queue ran dry, or recovered items wait, which only a
+          // fetch holding nothing may take; either way the next fetch decides.
+          if (next?.items.length === 0) next = null;
+        }
         this.#inHand = undefined;
       }
     } catch (error) {
@@ -310,6 +337,25 @@ export class Consumer {
     }
   }
 
+  /**
+   * Fetches the batch after `inHand` while `inHand` is stored. Never rejects:
+   * null when the consumer is stopping (what a fetch given up mid-call took
+   * stays in the processing list and is handed back with the rest).
+   */
+  async #fetchEarly(inHand: Batch): Promise<Batch | undefined | null> {
+    if (this.#stopping) return null;
+    const o = this.#o;
+    try {
+      return await this.#retry(
+        this.#redis,
+        () => o.queue.fetch(this.#id, o.batchSize, inHand.items.length),
+      );
+    } catch (error) {
+      if (error instanceof Abandoned) return null;
+      throw error;
+    }
+  }
+
   async #wait(): Promise<void> {
     const o = this.#o;
     // The wait bounds itself client-side as well, in case a reconnect leaves the
@@ -318,7 +364,12 @@ export class Consumer {
     await o.waitForItems(o.blockTimeoutSeconds);
   }
 
-  async #handle(batch: Batch): Promise<void> {
+  /**
+   * Stores and acknowledges `batch`; resolves false when the consumer was
+   * fenced. The acknowledgement waits for `early` (the next batch's fetch) to
+   * settle, so the fetch's count of held items stays true while it runs.
+   */
+  async #handle(batch: Batch, early: Promise<unknown>): Promise<boolean> {
     const o = this.#o;
     const deadLetters: DeadLetter[] = [];
     const users: UserEnvelope[] = [];
@@ -366,6 +417,9 @@ export class Consumer {
       storedIds.push(...users.filter((_, i) => !refused.has(i)).map((user) => user.id));
       stored = users.length - rejected.length;
     }
+    await early;
+    // Both batches are held here: a crash at this step leaves the stored batch
+    // and the one fetched during its insert for recovery.
     o.onStep?.("stored", batch);
     const acked = await this.#retry(
       this.#redis,
@@ -377,7 +431,7 @@ export class Consumer {
       // the idempotent insert absorbs the repeat. They are counted (and their
       // dead letters buried) by whoever acknowledges them, so not here.
       await this.#reregister("it was presumed dead while storing a batch");
-      return;
+      return false;
     }
     this.stats.batches++;
     this.stats.stored += stored;
@@ -401,6 +455,7 @@ export class Consumer {
           : { event: "dead_lettered", reason, sqlstate },
       );
     }
+    return true;
   }
 
   async #reregister(reason: string): Promise<void> {

@@ -86,13 +86,16 @@ async function until(clock: FakeClock, done: () => boolean, what: string): Promi
 }
 
 /**
- * The queue's contract in memory: a member set for fencing, one held batch per
- * consumer, and recovery as a move of a fenced consumer's batch back to the list.
+ * The queue's contract in memory: a member set for fencing, each consumer's
+ * held items oldest first (its processing list), and recovery as a move of a
+ * fenced consumer's items back to the list.
  */
 class MemoryQueue implements ConsumerQueue {
   readonly items: string[] = [];
   readonly members = new Set<string>();
-  readonly held = new Map<string, Batch>();
+  readonly held = new Map<string, string[]>();
+  /** The `held` count of each fetch, in order. */
+  readonly fetchHeld: number[] = [];
   readonly dead: DeadLetter[] = [];
   /** The ids acknowledged as stored, in order. */
   readonly storedIds: string[] = [];
@@ -109,9 +112,9 @@ class MemoryQueue implements ConsumerQueue {
   /** What the others do once a consumer's heartbeat expired: unregister it, recover its batch. */
   fence(consumerId: string): void {
     this.members.delete(consumerId);
-    const batch = this.held.get(consumerId);
+    const held = this.held.get(consumerId) ?? [];
     this.held.delete(consumerId);
-    if (batch !== undefined) this.items.unshift(...batch.items);
+    this.items.unshift(...held);
   }
 
   register(consumerId: string): Promise<void> {
@@ -124,25 +127,29 @@ class MemoryQueue implements ConsumerQueue {
     return Promise.resolve(this.members.has(consumerId));
   }
 
-  fetch(consumerId: string, max: number): Promise<Batch | undefined> {
+  fetch(consumerId: string, max: number, held: number): Promise<Batch | undefined> {
+    this.fetchHeld.push(held);
     const failure = this.fetchFailures.shift();
     if (failure !== undefined) return Promise.reject(failure);
     if (!this.members.has(consumerId)) return Promise.resolve(undefined);
-    const batch = this.held.get(consumerId) ??
-      { items: this.items.splice(0, max), fromRetry: false };
-    if (batch.items.length > 0) this.held.set(consumerId, batch);
-    return Promise.resolve(batch);
+    const list = this.held.get(consumerId) ?? [];
+    this.held.set(consumerId, list);
+    // Beyond what the consumer says it holds: a fetch whose reply it never got.
+    if (list.length > held) return Promise.resolve({ items: list.slice(held), fromRetry: false });
+    const items = this.items.splice(0, max);
+    list.push(...items);
+    return Promise.resolve({ items, fromRetry: false });
   }
 
   ack(
     consumerId: string,
-    _batch: Batch,
+    batch: Batch,
     deadLetters: readonly DeadLetter[],
     storedIds: readonly string[],
   ): Promise<boolean> {
     if (this.frozen) return new Promise(() => {});
     if (!this.members.has(consumerId)) return Promise.resolve(false);
-    this.held.delete(consumerId);
+    this.held.get(consumerId)?.splice(0, batch.items.length);
     this.dead.push(...deadLetters);
     this.storedIds.push(...storedIds);
     return Promise.resolve(true);
@@ -154,7 +161,7 @@ class MemoryQueue implements ConsumerQueue {
 
   handBack(consumerId: string): Promise<number> {
     if (this.frozen) return new Promise(() => {});
-    const items = this.held.get(consumerId)?.items ?? [];
+    const items = this.held.get(consumerId) ?? [];
     this.held.delete(consumerId);
     this.members.delete(consumerId);
     this.items.unshift(...items);
@@ -462,7 +469,7 @@ Deno.test("Consumer bounds the hand-back by HAND_BACK_TIMEOUT_MS when Redis is f
   const [failed] = named("hand_back_failed");
   assert.ok(failed?.error instanceof DeadlineError, String(failed?.error));
   // Still in its processing list: recovered once the heartbeat expires.
-  assert.deepEqual(queue.held.get("c1")?.items, [user(1)]);
+  assert.deepEqual(queue.held.get("c1"), [user(1)]);
   assert.equal(clock.pending, 0);
 });
 
@@ -508,4 +515,48 @@ Deno.test("Consumer measures each acknowledged batch and every failed call, not 
   assert.equal(latenciesSeconds.length, 2);
   assert.ok(latenciesSeconds.every((s) => s === latenciesSeconds[0] && s >= 0));
   await stop();
+});
+
+Deno.test("Consumer fetches the next batch while storing one, saying what it holds", async () => {
+  const { clock, queue, store, consumer, stop } = setUp();
+  queue.push(...Array.from({ length: 25 }, (_, i) => user(i)));
+  const heldAtInsert: number[] = [];
+  store.beforeInsert = () => heldAtInsert.push(queue.held.get("c1")?.length ?? 0);
+  void consumer.run();
+  await until(clock, () => store.rows.size === 25, "every row stored");
+  // Each insert ran with the next batch already taken; the last found the list dry.
+  assert.deepEqual(heldAtInsert, [20, 15, 5]);
+  assert.deepEqual(queue.fetchHeld.slice(0, 4), [0, 10, 10, 5]);
+  assert.deepEqual(queue.storedIds, Array.from({ length: 25 }, (_, i) => JSON.parse(user(i)).id));
+  await stop();
+  assert.deepEqual(queue.items, [], "nothing handed back: every batch was acknowledged");
+});
+
+Deno.test("Consumer fenced while storing drops the batch it fetched early: recovery has it", async () => {
+  const { clock, queue, store, named, consumer, stop } = setUp();
+  queue.push(...Array.from({ length: 20 }, (_, i) => user(i)));
+  store.beforeInsert = () => {
+    if (store.statements === 1) queue.fence("c1");
+  };
+  void consumer.run();
+  await until(clock, () => store.rows.size === 20, "every row stored");
+  assert.equal(named("consumer_fenced").length, 1);
+  // c1's acknowledgement was refused; c2 stored all twenty, the early batch included.
+  assert.equal(queue.storedIds.length, 20);
+  assert.equal(new Set(queue.storedIds).size, 20);
+  await stop();
+});
+
+Deno.test("Consumer stopped mid-insert also stores the batch it fetched early, and takes no more", async () => {
+  const { clock, queue, store, named, consumer, stop } = setUp();
+  queue.push(...Array.from({ length: 30 }, (_, i) => user(i)));
+  store.beforeInsert = () => {
+    if (store.statements === 1) void consumer.stop();
+  };
+  void consumer.run();
+  await until(clock, () => store.rows.size === 20, "both batches in hand stored");
+  await stop();
+  assert.equal(store.statements, 2);
+  assert.equal(queue.items.length, 10, "the third batch was never taken");
+  assert.deepEqual(named("handed_back"), [{ event: "handed_back", consumer_id: "c1", items: 0 }]);
 });

@@ -85,3 +85,45 @@ Deno.test("RedisQueue.enqueueFitting() pushes the first users that fit, and noth
     redis.disconnect();
   }
 });
+
+Deno.test("RedisQueue.fetch() with a batch held: a new batch, the same one again after a lost reply, no suspect", async () => {
+  await using server = await startRedis();
+  const redis = new Redis(server.url);
+  try {
+    const keys = queueKeys("early");
+    const queue = new RedisQueue(redis, keys);
+    const users = [0, 1, 2, 3, 4, 5].map((i) => ({
+      id: `01934d5e-7b7c-7a1e-9c3f-00000000002${i}`,
+      name: `user ${i}`,
+      enqueued_at: 1,
+    }));
+    await queue.enqueue(100, ...users);
+    await queue.register("c", 60_000);
+    const names = (batch: { readonly items: readonly string[] } | undefined) =>
+      batch?.items.map((item) => JSON.parse(item).name);
+    const first = await queue.fetch("c", 2, 0);
+    assert.deepEqual(names(first), ["user 0", "user 1"]);
+    const second = await queue.fetch("c", 2, 2);
+    assert.deepEqual(names(second), ["user 2", "user 3"], "the next batch, beside the first");
+    // The second fetch's reply was lost: repeating it returns the same items.
+    assert.deepEqual(names(await queue.fetch("c", 2, 2)), ["user 2", "user 3"]);
+    // Acknowledging the first trims exactly the first, from the oldest end.
+    assert.ok(await queue.ack("c", first!, [], users.slice(0, 2).map((u) => u.id)));
+    assert.deepEqual(
+      (await redis.lrange(keys.processingPrefix + "c", 0, -1)).map((i) => JSON.parse(i).name),
+      ["user 2", "user 3"],
+    );
+    // A recovered item waits: a fetch holding a batch gets nothing, one holding nothing gets it.
+    await redis.lpush(keys.retry, "suspect");
+    assert.deepEqual(await queue.fetch("c", 2, 2), {
+      items: [],
+      fromRetry: false,
+      suspectWaiting: true,
+    });
+    assert.ok(await queue.ack("c", second!, [], users.slice(2, 4).map((u) => u.id)));
+    assert.deepEqual(await queue.fetch("c", 2, 0), { items: ["suspect"], fromRetry: true });
+    assert.equal(await redis.llen(keys.queue), 2, "users 4 and 5 still queued");
+  } finally {
+    redis.disconnect();
+  }
+});

@@ -308,3 +308,44 @@ Deno.test("RedisQueue with waitReplicas: confirmed by a replica, or unconfirmed 
     replicaClient.disconnect();
   }
 });
+
+Deno.test("ShardedQueue: a batch fetched while one is held; a suspect in another shard waits for a fetch holding nothing", async () => {
+  await using server = await startRedis();
+  const redis = new Redis(server.url);
+  try {
+    const queue = new ShardedQueue(redis, queueShards("sq8", { shards: 3 }));
+    await pushAll(queue, users(60));
+    await queue.register("c", 60_000);
+    const first = await queue.fetch("c", 5, 0);
+    assert.equal(first?.items.length, 5);
+    // The early fetch, holding the first batch: the next shard's batch, beside it.
+    const second = await queue.fetch("c", 5, 5);
+    assert.equal(second?.items.length, 5);
+    assert.notEqual(second?.shard, first?.shard);
+    const processing = (batch: typeof first) =>
+      redis.llen(queue.keys[batch!.shard!]!.processingPrefix + "c");
+    assert.equal(await processing(first), 5);
+    assert.equal(await processing(second), 5);
+    assert.ok(await queue.ack("c", first!));
+    // A recovered item waits in the shard where the next fetch starts (one further each
+    // time: a fetch that finds items earlier returns them, so within 3 fetches one starts
+    // there), and that shard's main list has items too.
+    const suspectShard = (second!.shard! + 1) % 3;
+    await redis.lpush(queue.keys[suspectShard]!.retry, "suspect");
+    // Holding the second batch, no shard hands over the suspect: nothing, and the next fetch starts there.
+    assert.deepEqual(await queue.fetch("c", 5, 5), {
+      items: [],
+      fromRetry: false,
+      shard: suspectShard,
+      suspectWaiting: true,
+    });
+    assert.ok(await queue.ack("c", second!));
+    assert.deepEqual(await queue.fetch("c", 5, 0), {
+      items: ["suspect"],
+      fromRetry: true,
+      shard: suspectShard,
+    });
+  } finally {
+    redis.disconnect();
+  }
+});
