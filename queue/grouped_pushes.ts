@@ -24,6 +24,14 @@
  *   it confirms too few, the requests whose users were pushed are rejected
  *   with {@linkcode WriteUnconfirmedError}, the others as full.
  *
+ * Confirmed pushes (`serial`) go one group at a time: while a group's push
+ * and `WAIT` are in flight, the users that arrive wait and then go as the
+ * next group, however many turns that took. A `WAIT` blocks the connection
+ * it is sent on until the replicas answer, so the pushes sent behind it
+ * would wait in Redis anyway; waiting here instead makes the next group
+ * bigger, so the replicas' round trips are paid once per group of whatever
+ * arrived meanwhile rather than once per event-loop turn.
+ *
  * With shards ({@linkcode ShardedPushes}), each shard groups its own users:
  * one script call (and one `WAIT`) per shard per turn, each sent to the
  * node that holds that shard.
@@ -55,6 +63,11 @@ export interface GroupedPushesOptions {
   readonly schedule?: (flush: () => void) => void;
   /** The clock for each request's start. @default Date.now */
   readonly now?: () => number;
+  /**
+   * One group in flight at a time: the next leaves when the previous call
+   * settled (for pushes confirmed by `WAIT`). @default false
+   */
+  readonly serial?: boolean;
 }
 
 interface Waiting {
@@ -71,7 +84,10 @@ export class GroupedPushes {
   readonly #maxGroup: number;
   readonly #schedule: (flush: () => void) => void;
   readonly #now: () => number;
+  readonly #serial: boolean;
   #waiting: Waiting[] = [];
+  /** True while a serial group is in flight (the next flush happens when it settles). */
+  #sending = false;
 
   constructor(queue: FittingQueue, maxLength: number, options: GroupedPushesOptions = {}) {
     this.#queue = queue;
@@ -79,6 +95,7 @@ export class GroupedPushes {
     this.#maxGroup = options.maxGroup ?? 1000;
     this.#schedule = options.schedule ?? ((flush) => void setImmediate(flush));
     this.#now = options.now ?? Date.now;
+    this.#serial = options.serial ?? false;
   }
 
   /**
@@ -88,12 +105,24 @@ export class GroupedPushes {
    */
   enqueue(user: UserEnvelope): Promise<void> {
     return new Promise((resolve, reject) => {
-      if (this.#waiting.length === 0) this.#schedule(() => this.#flush());
+      if (this.#waiting.length === 0 && !this.#sending) this.#schedule(() => this.#flush());
       this.#waiting.push({ user, since: this.#now(), resolve, reject });
     });
   }
 
   #flush(): void {
+    if (this.#serial) {
+      if (this.#sending) return;
+      const group = this.#waiting.splice(0, this.#maxGroup);
+      if (group.length === 0) return;
+      this.#sending = true;
+      // #send never rejects: it settles every request of the group itself.
+      void this.#send(group).finally(() => {
+        this.#sending = false;
+        this.#flush();
+      });
+      return;
+    }
     const waiting = this.#waiting;
     this.#waiting = [];
     for (let i = 0; i < waiting.length; i += this.#maxGroup) {

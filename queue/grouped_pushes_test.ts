@@ -146,3 +146,36 @@ Deno.test("ShardedPushes groups per shard: one call per shard per turn, each wit
   ]);
   assert.deepEqual(bounds, [4, 4, 4], "10 over 3 shards, rounded up");
 });
+
+Deno.test("GroupedPushes, serial: one group in flight; whatever arrives meanwhile goes as the next group", async () => {
+  const turns = manualTurns();
+  const calls: string[][] = [];
+  const replies: (() => void)[] = [];
+  const queue = {
+    enqueueFitting(_max: number, users: readonly UserEnvelope[]) {
+      calls.push(users.map((u) => u.name));
+      return new Promise<number>((resolve) => replies.push(() => resolve(users.length)));
+    },
+  };
+  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, serial: true });
+  const first = pushes.enqueue(user(1));
+  turns.endTurn();
+  // Two more turns' users arrive while the first call is in flight: no flush is scheduled.
+  const later = [pushes.enqueue(user(2)), pushes.enqueue(user(3))];
+  turns.endTurn();
+  const last = pushes.enqueue(user(4));
+  turns.endTurn();
+  assert.deepEqual(calls, [["user 1"]]);
+  replies.shift()!();
+  await first;
+  await new Promise((resolve) => setTimeout(resolve, 0)); // the call's settling sends the next
+  assert.deepEqual(calls, [["user 1"], ["user 2", "user 3", "user 4"]]);
+  replies.shift()!();
+  await Promise.all([...later, last]);
+  // Idle again: the next user is scheduled for the end of its turn as usual.
+  const again = pushes.enqueue(user(5));
+  turns.endTurn();
+  replies.shift()!();
+  await again;
+  assert.deepEqual(calls.at(-1), ["user 5"]);
+});

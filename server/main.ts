@@ -110,10 +110,12 @@ const queue = new ShardedQueue(
   },
 );
 // The users accepted in one event-loop turn go to Redis in one script call per shard.
+// Confirmed by WAIT, one group per shard in flight at a time (see `queue/grouped_pushes.ts`).
 const pushes = new ShardedPushes(
   queue.shards,
   config.QUEUE_MAX_LENGTH,
   (id) => queue.shardIndexOf(id),
+  { serial: config.REDIS_WAIT_REPLICAS > 0 },
 );
 
 const queueMode = config.API_MODE === "queue";
