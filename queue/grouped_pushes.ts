@@ -155,7 +155,7 @@ export class GroupedPushes {
 
 /**
  * The pushes of a sharded queue: each user goes to the {@linkcode GroupedPushes}
- * of its shard (`shardOf`, a hash of its id), whose bound is its share of the
+ * of its shard (`shardOf`: the millisecond of its UUIDv7 id), whose bound is its share of the
  * whole queue's, `maxLength` / shards rounded up.
  */
 export class ShardedPushes {

@@ -133,12 +133,23 @@ function slotRangeStart(shard: number, shards: number): number {
 }
 
 /**
- * The shard of the user with id `id`: a hash of the id, so the API spreads
- * users evenly, a user's status is read from one shard, and everything about
- * a user (its item, index entry, dead letter) stays in one shard.
+ * The shard of the user with id `id`. A function of the id, so a user's
+ * status is read from one shard and everything about a user (its item, index
+ * entry, dead letter, requeue) stays in one shard: the id's first 48 bits
+ * modulo the number of shards. The API's ids are UUIDv7, whose first 48 bits
+ * are the millisecond it accepted the user: the users of one millisecond go
+ * to one shard and successive milliseconds to successive shards. So under
+ * load the shards take turns evenly, while the users of one event-loop turn
+ * mostly share a shard and are still pushed in one call (hashing each id
+ * would split every turn's group K ways: K script calls instead of one). A
+ * string that is not a UUID (never the API's) is hashed instead.
  */
 export function shardOf(id: string, shards: number): number {
-  return shards === 1 ? 0 : calculateSlot(id) % shards;
+  if (shards === 1) return 0;
+  const prefix = /^([0-9a-f]{8})-([0-9a-f]{4})-/i.exec(id);
+  return prefix === null
+    ? calculateSlot(id) % shards
+    : Number.parseInt(prefix[1]! + prefix[2]!, 16) % shards;
 }
 
 /** One shard's keys, or every shard's. */

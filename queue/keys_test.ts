@@ -72,3 +72,15 @@ Deno.test("shardOf() spreads ids evenly and always puts one id in one shard", ()
   for (const n of counts) assert.ok(n > 9_000 && n < 11_000, `${counts}`);
   assert.equal(shardOf("anything", 1), 0);
 });
+
+Deno.test("shardOf() sends the API's ids (UUIDv7) of one millisecond to one shard, the next to the next", () => {
+  const v7 = (ms: number, random: string) =>
+    `${ms.toString(16).padStart(12, "0").replace(/^(.{8})/, "$1-")}-7${random}`;
+  const ms = 1_795_334_319_381;
+  const [a, b] = [v7(ms, "abc-8def-0123456789ab"), v7(ms, "123-9fed-ba9876543210")];
+  assert.equal(shardOf(a, 6), shardOf(b, 6));
+  assert.equal(shardOf(a, 6), ms % 6);
+  assert.equal(shardOf(v7(ms + 1, "abc-8def-0123456789ab"), 6), (ms + 1) % 6);
+  // Not a UUID (never the API's): hashed, still one shard per id.
+  assert.equal(shardOf("not-a-uuid", 6), shardOf("not-a-uuid", 6));
+});

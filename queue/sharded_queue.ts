@@ -5,7 +5,8 @@
  *
  * Delivery contract over shards (each shard keeps the whole contract of
  * `redis_queue.ts` on its own keys):
- * - A user belongs to one shard, chosen by a hash of its id (`shardOf`): the
+ * - A user belongs to one shard, chosen by its id (`shardOf`: the millisecond
+ *   of its UUIDv7, so the shards take turns millisecond by millisecond): the
  *   API pushes it there, and everything that happens to it (fetch, recovery,
  *   hand-back, dead letter, requeue, status) stays in that shard's keys.
  * - Order is FIFO per shard, not across shards: two users accepted one after

@@ -24,9 +24,10 @@
  *
  * With REDIS_CLUSTER_NODES it talks to a Redis Cluster instead of REDIS_URL;
  * with QUEUE_SHARDS > 1 it spreads the users over that many lists, each
- * user's shard a hash of its id, one grouped push per shard per event-loop
- * turn; with REDIS_WAIT_REPLICAS > 0 it answers 202 only once that many
- * replicas confirmed the push (`queue/redis_queue.ts`).
+ * user's shard given by its id (the shards take turns by millisecond), one
+ * grouped push per shard per event-loop turn; with REDIS_WAIT_REPLICAS > 0 it
+ * answers 202 only once that many replicas confirmed the push
+ * (`queue/redis_queue.ts`), one group per shard in flight at a time.
  *
  * Reads env: PORT, API_MODE, BODY_LIMIT_BYTES, REDIS_URL, REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS,
  * REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT_MS, SHUTDOWN_DRAIN_MS, REPLICA_ID, ADMIN_TOKEN,
