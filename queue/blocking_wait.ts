@@ -14,8 +14,28 @@
  * the same end: a wait that takes nothing, so every actual move still goes
  * through the fetch script and its fencing check (`scripts.ts`).
  *
+ * Several shards: one blocking call watches one list (in a Redis Cluster all
+ * the keys of a command must share a slot, and shards are in different
+ * slots by design), and the popping multi-key waits (BRPOP, BLMPOP) would
+ * take an item out of Redis' hands, to be lost if the consumer died before
+ * putting it back. So {@linkcode rotatingWait} watches one shard per wait,
+ * the next one each time, with the timeout divided by the number of shards
+ * (at least {@linkcode MIN_SHARD_WAIT_SECONDS}). An item pushed to the shard
+ * being watched ends the wait at once; one pushed to another shard is found
+ * when the wait ends and the consumer's fetch looks at every shard: an idle
+ * consumer notices new work within max(BLOCK_TIMEOUT_SECONDS / K, 0.1 s).
+ * The price is that an idle consumer's fetch visits all K shards after each
+ * wait: about K² / BLOCK_TIMEOUT_SECONDS script calls per second (18 for
+ * K = 6 and 2 s), 10·K past K = 20. Busy consumers do not wait.
+ *
  * @module
  */
+
+/**
+ * The shortest wait on one shard: waits shorter than this would have an idle
+ * consumer spend its time (and Redis') polling.
+ */
+export const MIN_SHARD_WAIT_SECONDS = 0.1;
 
 /** What the wait needs of its connection; an ioredis `Redis` provides it. */
 export interface BlockingConnection {
@@ -72,4 +92,27 @@ export async function waitForItems(
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * A wait over the main lists of several shards (`queues`, one per shard):
+ * each call watches the next shard in turn, for `timeoutSeconds` divided by
+ * their number (at least {@linkcode MIN_SHARD_WAIT_SECONDS}, in whole ms).
+ * With one shard it is {@linkcode waitForItems} itself.
+ */
+export function rotatingWait(
+  blocking: BlockingConnection,
+  queues: readonly string[],
+): (timeoutSeconds: number) => Promise<boolean> {
+  if (queues.length === 0) throw new RangeError("Cannot wait on no lists");
+  let next = 0;
+  return (timeoutSeconds) => {
+    const queue = queues[next]!;
+    next = (next + 1) % queues.length;
+    const share = queues.length === 1 ? timeoutSeconds : Math.max(
+      MIN_SHARD_WAIT_SECONDS,
+      Math.round(timeoutSeconds * 1_000 / queues.length) / 1_000,
+    );
+    return waitForItems(blocking, { queue, timeoutSeconds: share });
+  };
 }

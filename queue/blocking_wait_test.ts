@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { type BlockingConnection, waitForItems } from "./blocking_wait.ts";
+import {
+  type BlockingConnection,
+  MIN_SHARD_WAIT_SECONDS,
+  rotatingWait,
+  waitForItems,
+} from "./blocking_wait.ts";
 
 /** A connection whose BLMOVE answers with `reply` (or never), recording its calls. */
 function fakeConnection(reply: Promise<string | null>) {
@@ -41,4 +46,25 @@ Deno.test("waitForItems() passes on a failure of the connection", async () => {
     waitForItems(connection, { queue: "users", timeoutSeconds: 2 }),
     /Connection is closed/,
   );
+});
+
+Deno.test("rotatingWait() watches one shard per wait, in turn, for its share of the timeout", async () => {
+  const { connection, calls } = fakeConnection(Promise.resolve(null));
+  const wait = rotatingWait(connection, ["a", "b", "c"]);
+  for (let i = 0; i < 4; i++) await wait(3);
+  assert.deepEqual(calls.map(([queue, , , , timeout]) => [queue, timeout]), [
+    ["a", 1],
+    ["b", 1],
+    ["c", 1],
+    ["a", 1],
+  ]);
+});
+
+Deno.test("rotatingWait() waits at least MIN_SHARD_WAIT_SECONDS, and the whole timeout on one shard", async () => {
+  const many = fakeConnection(Promise.resolve(null));
+  await rotatingWait(many.connection, Array.from({ length: 64 }, (_, i) => `q${i}`))(2);
+  assert.equal(many.calls[0]?.[4], MIN_SHARD_WAIT_SECONDS);
+  const one = fakeConnection(Promise.resolve("item"));
+  assert.equal(await rotatingWait(one.connection, ["users"])(2), true);
+  assert.deepEqual(one.calls, [["users", "users", "RIGHT", "RIGHT", 2]]);
 });

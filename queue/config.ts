@@ -34,9 +34,52 @@ export const queueVars = {
   /** The main list's key; every other key of the queue starts with it. */
   QUEUE_NAME: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 of A-Z a-z 0-9 _ . : -")
     .default("users"),
-  /** The bound that keeps a backlog from exhausting Redis' memory. */
+  /**
+   * The bound that keeps a backlog from exhausting Redis' memory, over all
+   * shards: each shard's list holds at most its share (rounded up).
+   */
   QUEUE_MAX_LENGTH: intVar(1, 100_000_000).default(1_000_000),
+  /**
+   * Seed nodes of a Redis Cluster, `host:port,host:port…`; empty means a
+   * standalone Redis at REDIS_URL. Any reachable node will do: the client
+   * asks it for the rest. (Host names and IPv4 addresses; no IPv6 literals.)
+   */
+  REDIS_CLUSTER_NODES: z.string().refine(
+    (nodes) =>
+      nodes === "" ||
+      (/^[A-Za-z0-9_.-]+:[0-9]{1,5}(,[A-Za-z0-9_.-]+:[0-9]{1,5})*$/.test(nodes) &&
+        clusterNodes(nodes).every(({ port }) => port >= 1 && port <= 65_535)),
+    "must be comma-separated host:port pairs (ports 1-65535)",
+  ).default(""),
+  /**
+   * How many lists the queue is spread over, each in a hash slot of its own
+   * (so, in a cluster, on different masters). 1 is the one list `QUEUE_NAME`.
+   */
+  QUEUE_SHARDS: intVar(1, 1_024).default(1),
+  /**
+   * With N > 0 a push is answered 202, and a consumer inserts what it took,
+   * only once `WAIT N` says N replicas hold the write: a failover then cannot
+   * lose an accepted user. 0: no waiting (replication stays asynchronous).
+   */
+  REDIS_WAIT_REPLICAS: intVar(0, 100).default(0),
+  /** How long one `WAIT` may take; fewer replicas by then means "unconfirmed". */
+  REDIS_WAIT_TIMEOUT_MS: intVar(1, 60_000).default(200),
 };
+
+/** One node of `REDIS_CLUSTER_NODES`. */
+export interface ClusterNode {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** The nodes of a `REDIS_CLUSTER_NODES` value; none for an empty one. */
+export function clusterNodes(value: string): ClusterNode[] {
+  if (value === "") return [];
+  return value.split(",").map((node) => {
+    const colon = node.lastIndexOf(":");
+    return { host: node.slice(0, colon), port: Number(node.slice(colon + 1)) };
+  });
+}
 
 /**
  * Parses `env` with `shape`, or throws a `TypeError` listing every bad

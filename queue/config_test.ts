@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { intVar, parseEnv, queueVars } from "./config.ts";
+import { clusterNodes, intVar, parseEnv, queueVars } from "./config.ts";
 
 Deno.test("parseEnv() fills every default for an empty environment", () => {
   const config = parseEnv("test", queueVars, {});
@@ -8,6 +8,10 @@ Deno.test("parseEnv() fills every default for an empty environment", () => {
     REDIS_URL: "redis://redis:6379",
     QUEUE_NAME: "users",
     QUEUE_MAX_LENGTH: 1_000_000,
+    REDIS_CLUSTER_NODES: "",
+    QUEUE_SHARDS: 1,
+    REDIS_WAIT_REPLICAS: 0,
+    REDIS_WAIT_TIMEOUT_MS: 200,
   });
   assert.ok(Object.isFrozen(config));
 });
@@ -34,4 +38,32 @@ Deno.test("parseEnv() rejects a value outside an enum", () => {
     () => parseEnv("test", { MODE: z.enum(["a", "b"]) }, { MODE: "c" }),
     /MODE .*current value is "c"/,
   );
+});
+
+Deno.test("parseEnv() takes REDIS_CLUSTER_NODES as host:port pairs, clusterNodes() splits them", () => {
+  const { REDIS_CLUSTER_NODES } = parseEnv("test", queueVars, {
+    REDIS_CLUSTER_NODES: "redis-1:7000,10.0.0.2:7001",
+  });
+  assert.deepEqual(clusterNodes(REDIS_CLUSTER_NODES), [
+    { host: "redis-1", port: 7000 },
+    { host: "10.0.0.2", port: 7001 },
+  ]);
+  assert.deepEqual(clusterNodes(""), []);
+});
+
+Deno.test("parseEnv() refuses a REDIS_CLUSTER_NODES that is not host:port pairs", () => {
+  for (const bad of ["redis-1", "redis-1:7000,", "redis://a:1", "a:0", "a:70000", "a:1 b:2"]) {
+    assert.throws(
+      () => parseEnv("test", queueVars, { REDIS_CLUSTER_NODES: bad }),
+      new RegExp(`REDIS_CLUSTER_NODES must be comma-separated host:port pairs .*"${bad}"`),
+      bad,
+    );
+  }
+});
+
+Deno.test("parseEnv() bounds QUEUE_SHARDS to 1-1024", () => {
+  assert.equal(parseEnv("test", queueVars, { QUEUE_SHARDS: "1024" }).QUEUE_SHARDS, 1024);
+  for (const bad of ["0", "1025", "2.5"]) {
+    assert.throws(() => parseEnv("test", queueVars, { QUEUE_SHARDS: bad }), /QUEUE_SHARDS/);
+  }
 });

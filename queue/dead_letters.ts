@@ -9,13 +9,17 @@
  * leaves every letter either still dead or requeued (or purged), never both
  * and never neither, so running the same command again finishes the job.
  *
+ * A sharded queue has a dead-letter list per shard (a letter stays in its
+ * user's shard, and a requeued one goes back to that shard's list): counts
+ * add up, a page is merged newest first by `dead_at`, and a requeue or purge
+ * runs shard after shard (with given ids, only in those ids' shards).
+ *
  * @module
  */
 
-import type { Redis } from "ioredis";
-import type { QueueKeys } from "./keys.ts";
+import { type QueueKeys, type ShardKeys, shardList, shardOf } from "./keys.ts";
 import type { DeadLetter } from "./redis_queue.ts";
-import { defineQueueScripts } from "./scripts.ts";
+import { defineQueueScripts, type RedisClient } from "./scripts.ts";
 
 /** Which dead letters a requeue or purge takes; every one when both are absent. */
 export interface DeadLetterFilter {
@@ -53,20 +57,20 @@ export interface TakeOptions {
 /** The largest page {@linkcode DeadLetters.list} returns. */
 export const MAX_PAGE = 1_000;
 
-/** The dead letters of one queue. */
+/** The dead letters of one queue (one shard's keys, or every shard's). */
 export class DeadLetters {
-  readonly #redis: Redis;
-  readonly #keys: QueueKeys;
+  readonly #redis: RedisClient;
+  readonly #shards: readonly QueueKeys[];
 
-  constructor(redis: Redis, keys: QueueKeys) {
+  constructor(redis: RedisClient, keys: ShardKeys) {
     defineQueueScripts(redis);
     this.#redis = redis;
-    this.#keys = keys;
+    this.#shards = shardList(keys);
   }
 
   /**
    * `limit` letters from `offset`, newest first, with the total and the counts
-   * by kind: O(offset + limit), whatever the number of letters.
+   * by kind: O(offset + limit) per shard, whatever the number of letters.
    */
   async list(offset = 0, limit = 20): Promise<DeadLetterPage> {
     if (!Number.isInteger(offset) || offset < 0) {
@@ -77,16 +81,35 @@ export class DeadLetters {
         `Cannot list ${limit} dead letters: the limit must be between 1 and ${MAX_PAGE}`,
       );
     }
-    const [[, total], [, counts], [, records]] = (await this.#redis.multi()
-      .llen(this.#keys.dead)
-      .hgetall(this.#keys.deadCounts)
-      .lrange(this.#keys.dead, offset, offset + limit - 1)
-      .exec()) as [[null, number], [null, Record<string, string>], [null, string[]]];
+    // One shard: the page itself. Several: each shard's first offset + limit, merged.
+    const single = this.#shards.length === 1;
+    const pages = await Promise.all(this.#shards.map(async (keys) =>
+      (await this.#redis.multi()
+        .llen(keys.dead)
+        .hgetall(keys.deadCounts)
+        .lrange(keys.dead, single ? offset : 0, offset + limit - 1)
+        .exec()) as [[null, number], [null, Record<string, string>], [null, string[]]]
+    ));
+    const byReason: Record<string, number> = {};
+    let total = 0;
+    for (const [[, length], [, counts]] of pages) {
+      total += length;
+      for (const [kind, n] of Object.entries(counts)) {
+        byReason[kind] = (byReason[kind] ?? 0) + Number(n);
+      }
+    }
+    const letters = pages.flatMap(([, , [, records]]) => records.map(decodeRecord));
+    if (!single) {
+      // Each shard's list is newest first; ISO 8601 times sort as text.
+      const deadAt = (letter: DeadLetter | { raw: string }) =>
+        "dead_at" in letter && typeof letter.dead_at === "string" ? letter.dead_at : "";
+      letters.sort((a, b) => deadAt(b).localeCompare(deadAt(a)));
+    }
     return {
       total,
-      byReason: Object.fromEntries(Object.entries(counts).map(([kind, n]) => [kind, Number(n)])),
+      byReason,
       offset,
-      letters: records.map(decodeRecord),
+      letters: single ? letters : letters.slice(offset, offset + limit),
     };
   }
 
@@ -114,30 +137,41 @@ export class DeadLetters {
   ): Promise<number> {
     const ids = filter.ids ?? [];
     if (filter.ids !== undefined && ids.length === 0) return 0;
-    let cursor = 0;
+    // A user's letter is in its user's shard.
+    const wanted = filter.ids === undefined
+      ? undefined
+      : new Set(ids.map((id) => shardOf(id, this.#shards.length)));
     let taken = 0;
     let steps = 0;
-    for (;;) {
-      signal?.throwIfAborted();
-      const [n, next, done] = await this.#redis.queueDeadLettersTake(
-        this.#keys.dead,
-        this.#keys.queue,
-        this.#keys.queuedIds,
-        this.#keys.deadIds,
-        this.#keys.deadCounts,
-        this.#keys.deliveries,
-        action,
-        cursor,
-        chunk,
-        filter.reason ?? "",
-        ...ids,
-      );
-      taken += n;
-      cursor = next;
-      steps++;
-      onProgress?.(taken, steps);
-      if (done === 1) return taken;
+    for (const [shard, keys] of this.#shards.entries()) {
+      if (wanted !== undefined && !wanted.has(shard)) continue;
+      const shardIds = wanted === undefined
+        ? ids
+        : ids.filter((id) => shardOf(id, this.#shards.length) === shard);
+      let cursor = 0;
+      for (;;) {
+        signal?.throwIfAborted();
+        const [n, next, done] = await this.#redis.queueDeadLettersTake(
+          keys.dead,
+          keys.queue,
+          keys.queuedIds,
+          keys.deadIds,
+          keys.deadCounts,
+          keys.deliveries,
+          action,
+          cursor,
+          chunk,
+          filter.reason ?? "",
+          ...shardIds,
+        );
+        taken += n;
+        cursor = next;
+        steps++;
+        onProgress?.(taken, steps);
+        if (done === 1) break;
+      }
     }
+    return taken;
   }
 }
 

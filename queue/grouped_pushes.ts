@@ -18,14 +18,30 @@
  *   request, so it passes before any request of the group can have been
  *   answered 503 for being too slow (each request's own bound starts later);
  * - a failure (Redis down, a timeout) rejects every request of the group,
- *   which nothing was pushed for.
+ *   which nothing was pushed for;
+ * - with replicas to confirm the push (REDIS_WAIT_REPLICAS), one `WAIT`
+ *   follows each group's call (`redis_queue.ts`), not one per request: when
+ *   it confirms too few, the requests whose users were pushed are rejected
+ *   with {@linkcode WriteUnconfirmedError}, the others as full.
+ *
+ * Confirmed pushes (`serial`) go one group at a time: while a group's push
+ * and `WAIT` are in flight, the users that arrive wait and then go as the
+ * next group, however many turns that took. A `WAIT` blocks the connection
+ * it is sent on until the replicas answer, so the pushes sent behind it
+ * would wait in Redis anyway; waiting here instead makes the next group
+ * bigger, so the replicas' round trips are paid once per group of whatever
+ * arrived meanwhile rather than once per event-loop turn.
+ *
+ * With shards ({@linkcode ShardedPushes}), each shard groups its own users:
+ * one script call (and one `WAIT`) per shard per turn, each sent to the
+ * node that holds that shard.
  *
  * @module
  */
 
 import { setImmediate } from "node:timers";
 import type { UserEnvelope } from "./envelope.ts";
-import { QueueFullError } from "./redis_queue.ts";
+import { QueueFullError, WriteUnconfirmedError } from "./redis_queue.ts";
 
 /** What the grouping needs from the queue; `RedisQueue` provides it. */
 export interface FittingQueue {
@@ -47,6 +63,11 @@ export interface GroupedPushesOptions {
   readonly schedule?: (flush: () => void) => void;
   /** The clock for each request's start. @default Date.now */
   readonly now?: () => number;
+  /**
+   * One group in flight at a time: the next leaves when the previous call
+   * settled (for pushes confirmed by `WAIT`). @default false
+   */
+  readonly serial?: boolean;
 }
 
 interface Waiting {
@@ -63,7 +84,10 @@ export class GroupedPushes {
   readonly #maxGroup: number;
   readonly #schedule: (flush: () => void) => void;
   readonly #now: () => number;
+  readonly #serial: boolean;
   #waiting: Waiting[] = [];
+  /** True while a serial group is in flight (the next flush happens when it settles). */
+  #sending = false;
 
   constructor(queue: FittingQueue, maxLength: number, options: GroupedPushesOptions = {}) {
     this.#queue = queue;
@@ -71,6 +95,7 @@ export class GroupedPushes {
     this.#maxGroup = options.maxGroup ?? 1000;
     this.#schedule = options.schedule ?? ((flush) => void setImmediate(flush));
     this.#now = options.now ?? Date.now;
+    this.#serial = options.serial ?? false;
   }
 
   /**
@@ -80,12 +105,24 @@ export class GroupedPushes {
    */
   enqueue(user: UserEnvelope): Promise<void> {
     return new Promise((resolve, reject) => {
-      if (this.#waiting.length === 0) this.#schedule(() => this.#flush());
+      if (this.#waiting.length === 0 && !this.#sending) this.#schedule(() => this.#flush());
       this.#waiting.push({ user, since: this.#now(), resolve, reject });
     });
   }
 
   #flush(): void {
+    if (this.#serial) {
+      if (this.#sending) return;
+      const group = this.#waiting.splice(0, this.#maxGroup);
+      if (group.length === 0) return;
+      this.#sending = true;
+      // #send never rejects: it settles every request of the group itself.
+      void this.#send(group).finally(() => {
+        this.#sending = false;
+        this.#flush();
+      });
+      return;
+    }
     const waiting = this.#waiting;
     this.#waiting = [];
     for (let i = 0; i < waiting.length; i += this.#maxGroup) {
@@ -102,12 +139,42 @@ export class GroupedPushes {
         group[0]!.since,
       );
     } catch (error) {
-      for (const waiting of group) waiting.reject(error);
+      // Unconfirmed: those pushed get that error, the rest did not fit.
+      const pushed = error instanceof WriteUnconfirmedError ? error.pushed : group.length;
+      group.forEach((waiting, i) =>
+        waiting.reject(i < pushed ? error : new QueueFullError(this.#maxLength))
+      );
       return;
     }
     group.forEach((waiting, i) => {
       if (i < pushed) waiting.resolve();
       else waiting.reject(new QueueFullError(this.#maxLength));
     });
+  }
+}
+
+/**
+ * The pushes of a sharded queue: each user goes to the {@linkcode GroupedPushes}
+ * of its shard (`shardOf`: the millisecond of its UUIDv7 id), whose bound is its share of the
+ * whole queue's, `maxLength` / shards rounded up.
+ */
+export class ShardedPushes {
+  readonly #shards: readonly GroupedPushes[];
+  readonly #shardOf: (id: string) => number;
+
+  constructor(
+    queues: readonly FittingQueue[],
+    maxLength: number,
+    shardOf: (id: string) => number,
+    options: GroupedPushesOptions = {},
+  ) {
+    const share = Math.ceil(maxLength / queues.length);
+    this.#shards = queues.map((queue) => new GroupedPushes(queue, share, options));
+    this.#shardOf = shardOf;
+  }
+
+  /** Queues `user` in its shard; see {@linkcode GroupedPushes.enqueue}. */
+  enqueue(user: UserEnvelope): Promise<void> {
+    return this.#shards[this.#shardOf(user.id)]!.enqueue(user);
   }
 }

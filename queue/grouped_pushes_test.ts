@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { UserEnvelope } from "./envelope.ts";
-import { GroupedPushes } from "./grouped_pushes.ts";
-import { QueueFullError } from "./redis_queue.ts";
+import { GroupedPushes, ShardedPushes } from "./grouped_pushes.ts";
+import { QueueFullError, WriteUnconfirmedError } from "./redis_queue.ts";
 
 const user = (n: number): UserEnvelope => ({
   id: `0190${String(n).padStart(4, "0")}-0000-7000-8000-000000000000`,
@@ -106,4 +106,76 @@ Deno.test("GroupedPushes groups the pushes of one real event-loop turn", async (
   await Promise.all([1, 2, 3].map((n) => Promise.resolve().then(() => pushes.enqueue(user(n)))));
   await pushes.enqueue(user(4));
   assert.deepEqual(queue.calls.map((c) => c.names.length), [3, 1]);
+});
+
+Deno.test("GroupedPushes rejects the pushed users of an unconfirmed call as such, the rest as full", async () => {
+  const turns = manualTurns();
+  const unconfirmed = new WriteUnconfirmedError("push", 1, 0, 200, 2);
+  const queue = { enqueueFitting: () => Promise.reject(unconfirmed) };
+  const pushes = new GroupedPushes(queue, 2, { schedule: turns.schedule });
+  const waiting = [1, 2, 3].map((n) => pushes.enqueue(user(n)).then(() => "ok", (e) => e));
+  turns.endTurn();
+  const [a, b, c] = await Promise.all(waiting);
+  assert.equal(a, unconfirmed);
+  assert.equal(b, unconfirmed);
+  assert.ok(c instanceof QueueFullError);
+});
+
+Deno.test("ShardedPushes groups per shard: one call per shard per turn, each with its share of the bound", async () => {
+  const shards = [fakeQueue(100), fakeQueue(100), fakeQueue(100)];
+  const bounds: number[] = [];
+  const recording = shards.map((queue) => ({
+    enqueueFitting(max: number, users: readonly UserEnvelope[], since: number) {
+      bounds.push(max);
+      return queue.enqueueFitting(max, users, since);
+    },
+  }));
+  // Each shard schedules its own flush; the test runs them all as the end of one turn.
+  const flushes: (() => void)[] = [];
+  const pushes = new ShardedPushes(recording, 10, (id) => Number(id.slice(4, 8)) % 3, {
+    schedule: (flush) => flushes.push(flush),
+  });
+  const all = [1, 2, 3, 4, 5, 6, 7].map((n) => pushes.enqueue(user(n)));
+  assert.equal(flushes.length, 3, "one flush per shard with users");
+  for (const flush of flushes) flush();
+  await Promise.all(all);
+  assert.deepEqual(shards.map((q) => q.calls.map((c) => c.names)), [
+    [["user 3", "user 6"]],
+    [["user 1", "user 4", "user 7"]],
+    [["user 2", "user 5"]],
+  ]);
+  assert.deepEqual(bounds, [4, 4, 4], "10 over 3 shards, rounded up");
+});
+
+Deno.test("GroupedPushes, serial: one group in flight; whatever arrives meanwhile goes as the next group", async () => {
+  const turns = manualTurns();
+  const calls: string[][] = [];
+  const replies: (() => void)[] = [];
+  const queue = {
+    enqueueFitting(_max: number, users: readonly UserEnvelope[]) {
+      calls.push(users.map((u) => u.name));
+      return new Promise<number>((resolve) => replies.push(() => resolve(users.length)));
+    },
+  };
+  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, serial: true });
+  const first = pushes.enqueue(user(1));
+  turns.endTurn();
+  // Two more turns' users arrive while the first call is in flight: no flush is scheduled.
+  const later = [pushes.enqueue(user(2)), pushes.enqueue(user(3))];
+  turns.endTurn();
+  const last = pushes.enqueue(user(4));
+  turns.endTurn();
+  assert.deepEqual(calls, [["user 1"]]);
+  replies.shift()!();
+  await first;
+  await new Promise((resolve) => setTimeout(resolve, 0)); // the call's settling sends the next
+  assert.deepEqual(calls, [["user 1"], ["user 2", "user 3", "user 4"]]);
+  replies.shift()!();
+  await Promise.all([...later, last]);
+  // Idle again: the next user is scheduled for the end of its turn as usual.
+  const again = pushes.enqueue(user(5));
+  turns.endTurn();
+  replies.shift()!();
+  await again;
+  assert.deepEqual(calls.at(-1), ["user 5"]);
 });

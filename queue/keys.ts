@@ -3,8 +3,29 @@
  * and the main list is the bare name, so the course's `LPUSH users …` still
  * feeds the same queue and `redis-cli --scan --pattern 'users*'` shows all of it.
  *
+ * In a Redis Cluster, or with more than one shard, the keys carry a hash tag
+ * (`{users}:retry`, `{users}:processing:<id>`…): a Lua script may only touch
+ * keys of one hash slot, and every script of the queue touches several keys
+ * of one shard. The main list keeps its bare name even then, as `users` and
+ * `{users}` hash to the same slot, so the course's `LPUSH users` still feeds
+ * the queue (with several shards, the one shard whose slot is that of
+ * `users`). A standalone Redis with one shard keeps the untagged names, so
+ * an existing deployment's keys do not move.
+ *
+ * Shards: shard s of K has a tag of its own, chosen so that its slot falls in
+ * the s-th of K equal ranges of the 16384 slots. `redis-cli --cluster create`
+ * gives the masters contiguous, equal ranges, so K shards over M masters
+ * spread evenly (K = M puts one shard on each). Changing QUEUE_SHARDS, or
+ * moving between standalone and cluster, changes the key names: do it with
+ * an empty queue (stop the API, let the consumers drain, then restart all).
+ *
  * @module
  */
+
+import calculateSlot from "cluster-key-slot";
+
+/** How many hash slots Redis Cluster has. */
+export const HASH_SLOTS = 16_384;
 
 /** The keys of the queue called `name`. */
 export interface QueueKeys {
@@ -43,19 +64,98 @@ export interface QueueKeys {
   readonly stats: string;
 }
 
-/** Derives every key of the queue called `name`. */
-export function queueKeys(name: string): QueueKeys {
+/**
+ * Derives every key of the queue called `name`, untagged (a standalone Redis,
+ * one shard), or, given a hash tag, as the main list `tag` and the other keys
+ * `{tag}:…`, all in the tag's slot.
+ */
+export function queueKeys(name: string, tag?: string): QueueKeys {
+  const [queue, prefix] = tag === undefined ? [name, name] : [tag, `{${tag}}`];
   return {
-    queue: name,
-    retry: `${name}:retry`,
-    dead: `${name}:dead`,
-    consumers: `${name}:consumers`,
-    deliveries: `${name}:deliveries`,
-    processingPrefix: `${name}:processing:`,
-    heartbeatPrefix: `${name}:heartbeat:`,
-    queuedIds: `${name}:queued`,
-    deadIds: `${name}:dead:ids`,
-    deadCounts: `${name}:dead:counts`,
-    stats: `${name}:stats`,
+    queue,
+    retry: `${prefix}:retry`,
+    dead: `${prefix}:dead`,
+    consumers: `${prefix}:consumers`,
+    deliveries: `${prefix}:deliveries`,
+    processingPrefix: `${prefix}:processing:`,
+    heartbeatPrefix: `${prefix}:heartbeat:`,
+    queuedIds: `${prefix}:queued`,
+    deadIds: `${prefix}:dead:ids`,
+    deadCounts: `${prefix}:dead:counts`,
+    stats: `${prefix}:stats`,
   };
+}
+
+/** Options of {@linkcode queueShards}. */
+export interface QueueShardsOptions {
+  /** How many shards (QUEUE_SHARDS). @default 1 */
+  readonly shards?: number;
+  /** True in a Redis Cluster: keys are tagged even for one shard. @default false */
+  readonly cluster?: boolean;
+}
+
+/** The keys of every shard of the queue called `name`, shard 0 first. */
+export function queueShards(
+  name: string,
+  { shards = 1, cluster = false }: QueueShardsOptions = {},
+): QueueKeys[] {
+  if (!Number.isInteger(shards) || shards < 1 || shards > HASH_SLOTS) {
+    throw new RangeError(
+      `Cannot split a queue into ${shards} shards: it must be between 1 and ${HASH_SLOTS}`,
+    );
+  }
+  if (shards === 1 && !cluster) return [queueKeys(name)];
+  return Array.from({ length: shards }, (_, s) => queueKeys(name, shardTag(name, s, shards)));
+}
+
+/**
+ * The hash tag of shard `shard` of `shards`: `name` itself for the shard
+ * whose slot range holds `name`'s slot (so a raw `LPUSH <name>` feeds a
+ * shard), else the first of `name:<shard>`, `name:<shard>.1`, `name:<shard>.2`…
+ * whose slot falls in the shard's range (about `shards` tries, as CRC16
+ * spreads such names evenly).
+ */
+export function shardTag(name: string, shard: number, shards: number): string {
+  const [low, high] = [slotRangeStart(shard, shards), slotRangeStart(shard + 1, shards)];
+  const inRange = (tag: string) => {
+    const slot = calculateSlot(tag);
+    return slot >= low && slot < high;
+  };
+  if (inRange(name)) return name;
+  if (inRange(`${name}:${shard}`)) return `${name}:${shard}`;
+  for (let n = 1;; n++) {
+    if (inRange(`${name}:${shard}.${n}`)) return `${name}:${shard}.${n}`;
+  }
+}
+
+function slotRangeStart(shard: number, shards: number): number {
+  return Math.floor(shard * HASH_SLOTS / shards);
+}
+
+/**
+ * The shard of the user with id `id`. A function of the id, so a user's
+ * status is read from one shard and everything about a user (its item, index
+ * entry, dead letter, requeue) stays in one shard: the id's first 48 bits
+ * modulo the number of shards. The API's ids are UUIDv7, whose first 48 bits
+ * are the millisecond it accepted the user: the users of one millisecond go
+ * to one shard and successive milliseconds to successive shards. So under
+ * load the shards take turns evenly, while the users of one event-loop turn
+ * mostly share a shard and are still pushed in one call (hashing each id
+ * would split every turn's group K ways: K script calls instead of one). A
+ * string that is not a UUID (never the API's) is hashed instead.
+ */
+export function shardOf(id: string, shards: number): number {
+  if (shards === 1) return 0;
+  const prefix = /^([0-9a-f]{8})-([0-9a-f]{4})-/i.exec(id);
+  return prefix === null
+    ? calculateSlot(id) % shards
+    : Number.parseInt(prefix[1]! + prefix[2]!, 16) % shards;
+}
+
+/** One shard's keys, or every shard's. */
+export type ShardKeys = QueueKeys | readonly QueueKeys[];
+
+/** Every shard's keys, from one shard's or a list of them. */
+export function shardList(keys: ShardKeys): readonly QueueKeys[] {
+  return "queue" in keys ? [keys as QueueKeys] : keys as readonly QueueKeys[];
 }

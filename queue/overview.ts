@@ -1,18 +1,20 @@
 /**
  * The queue at a glance, for `GET /admin/overview` and the tools built on it:
  * how many users wait where, how old the oldest is, which consumers are alive
- * and what they stored, and the dead letters by kind. One read-only script
- * (`OVERVIEW` in `scripts.ts`), so it is one round trip, a consistent
- * snapshot, and cheap whatever the backlog: it reads lengths, counters and
- * one item, never the backlog itself.
+ * and what they stored, and the dead letters by kind. Per shard, the members
+ * of the consumers set and then one read-only script (`OVERVIEW` in
+ * `scripts.ts`): two round trips, a consistent snapshot of the shard, and
+ * cheap whatever the backlog: it reads lengths, counters and one item, never
+ * the backlog itself. Over several shards (read side by side) the numbers
+ * add up, the oldest age is the oldest of any shard, and each consumer (one
+ * id, registered in every shard) appears once.
  *
  * @module
  */
 
-import type { Redis } from "ioredis";
 import { enqueuedAtOf } from "./envelope.ts";
-import type { QueueKeys } from "./keys.ts";
-import { defineQueueScripts, type OverviewReply } from "./scripts.ts";
+import { type QueueKeys, type ShardKeys, shardList } from "./keys.ts";
+import { defineQueueScripts, type OverviewReply, type RedisClient } from "./scripts.ts";
 
 /** One registered consumer. */
 export interface ConsumerOverview {
@@ -48,28 +50,82 @@ export interface Overview {
   readonly stored_total: number;
 }
 
-/** Reads the overview of the queue at `keys`; `now` is for the age (ms since the epoch). */
+/**
+ * Reads the overview of the queue at `keys` (one shard's, or every shard's);
+ * `now` is for the age (ms since the epoch).
+ */
 export async function readOverview(
-  redis: Redis,
-  keys: QueueKeys,
+  redis: RedisClient,
+  keys: ShardKeys,
   now: number = Date.now(),
 ): Promise<Overview> {
-  return overviewFromReply(await overviewReply(redis, keys), now);
+  const replies = await Promise.all(shardList(keys).map((shard) => overviewReply(redis, shard)));
+  return mergeOverviews(replies.map((reply) => overviewFromReply(reply, now)));
 }
 
-/** The overview script's raw reply, for readers that shape it their own way (`queue_stats.ts`). */
-export function overviewReply(redis: Redis, keys: QueueKeys): Promise<OverviewReply> {
+/**
+ * One shard's overview script reply, raw, for readers that shape it their
+ * own way (`queue_stats.ts`): the consumers set's members first, then the
+ * script, given their keys.
+ */
+export async function overviewReply(redis: RedisClient, keys: QueueKeys): Promise<OverviewReply> {
   defineQueueScripts(redis);
+  const ids = await redis.smembers(keys.consumers);
   return redis.queueOverview(
+    6 + 2 * ids.length,
     keys.queue,
     keys.retry,
     keys.dead,
     keys.consumers,
     keys.deadCounts,
     keys.stats,
-    keys.processingPrefix,
-    keys.heartbeatPrefix,
+    ...ids.flatMap((id) => [keys.processingPrefix + id, keys.heartbeatPrefix + id]),
+    ...ids,
   );
+}
+
+/** The overviews of several shards as one: sums, the oldest age, each consumer once. */
+export function mergeOverviews(overviews: readonly Overview[]): Overview {
+  if (overviews.length === 1) return overviews[0]!;
+  const consumers = new Map<string, ConsumerOverview>();
+  for (const { consumers: list } of overviews) {
+    for (const consumer of list) {
+      const seen = consumers.get(consumer.id);
+      // Registered and heartbeating in every shard: alive while alive in all of them.
+      consumers.set(
+        consumer.id,
+        seen === undefined ? consumer : {
+          id: consumer.id,
+          alive: seen.alive && consumer.alive,
+          heartbeat_ttl_ms: Math.min(seen.heartbeat_ttl_ms, consumer.heartbeat_ttl_ms),
+          processing: seen.processing + consumer.processing,
+          stored: seen.stored + consumer.stored,
+        },
+      );
+    }
+  }
+  const sum = (of: (overview: Overview) => number) =>
+    overviews.reduce((total, overview) => total + of(overview), 0);
+  const ages = overviews.map((overview) => overview.oldest_queued_age_ms)
+    .filter((age) => age !== null);
+  const byReason: Record<string, number> = {};
+  for (const overview of overviews) {
+    for (const [kind, n] of Object.entries(overview.dead_letters_by_reason)) {
+      byReason[kind] = (byReason[kind] ?? 0) + n;
+    }
+  }
+  return {
+    depth: {
+      queued: sum((o) => o.depth.queued),
+      retry: sum((o) => o.depth.retry),
+      processing: sum((o) => o.depth.processing),
+      dead: sum((o) => o.depth.dead),
+    },
+    oldest_queued_age_ms: ages.length === 0 ? null : Math.max(...ages),
+    consumers: [...consumers.values()].sort((a, b) => a.id.localeCompare(b.id)),
+    dead_letters_by_reason: byReason,
+    stored_total: sum((o) => o.stored_total),
+  };
 }
 
 /** Shapes the script's raw reply. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { overviewFromReply } from "./overview.ts";
+import { mergeOverviews, overviewFromReply } from "./overview.ts";
 
 Deno.test("overviewFromReply() sums the processing lists and ages the oldest item", () => {
   const overview = overviewFromReply([
@@ -30,4 +30,30 @@ Deno.test("overviewFromReply() has no age for an empty queue or an item pushed b
     assert.equal(overview.oldest_queued_age_ms, null);
     assert.equal(overview.stored_total, 0);
   }
+});
+
+Deno.test("mergeOverviews() adds the shards up and lists each consumer once", () => {
+  const shard = (queued: number, oldest: number | null, processing: number, ttl: number) =>
+    overviewFromReply([
+      queued,
+      1,
+      2,
+      oldest === null ? null : JSON.stringify({ id: "x", name: "A", enqueued_at: oldest }),
+      [["a", processing, ttl, "3"]],
+      ["invalid_item", "2"],
+      ["stored", "10", "stored:a", "3"],
+      null,
+    ], 10_000);
+  const merged = mergeOverviews([
+    shard(5, 4_000, 0, 4_000),
+    shard(7, 1_000, 9, 3_000),
+    shard(0, null, 0, -2),
+  ]);
+  assert.deepEqual(merged, {
+    depth: { queued: 12, retry: 3, processing: 9, dead: 6 },
+    oldest_queued_age_ms: 9_000,
+    consumers: [{ id: "a", alive: false, heartbeat_ttl_ms: 0, processing: 9, stored: 9 }],
+    dead_letters_by_reason: { invalid_item: 6 },
+    stored_total: 30,
+  });
 });

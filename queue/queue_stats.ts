@@ -12,10 +12,11 @@
  * @module
  */
 
-import type { Redis } from "ioredis";
 import { enqueuedAtOf } from "./envelope.ts";
-import { overviewFromReply, overviewReply } from "./overview.ts";
-import type { QueueDepth, RedisQueue } from "./redis_queue.ts";
+import { type ShardKeys, shardList } from "./keys.ts";
+import { mergeOverviews, overviewFromReply, overviewReply } from "./overview.ts";
+import type { QueueDepth } from "./redis_queue.ts";
+import type { RedisClient } from "./scripts.ts";
 
 /** The lists whose oldest item is timed. */
 export type WaitingList = "queued" | "retry";
@@ -33,18 +34,29 @@ export interface QueueStats {
 
 /**
  * Reads the queue's depth and the age of its oldest items, `now` being ms
- * since the epoch: the overview script's one round trip (`overview.ts`).
+ * since the epoch: the overview script's round trips (`overview.ts`), per
+ * shard, side by side; the depths add up and the oldest item of any shard
+ * gives the age.
  */
 export async function readQueueStats(
-  redis: Redis,
-  queue: Pick<RedisQueue, "keys">,
+  redis: RedisClient,
+  queue: { readonly keys: ShardKeys },
   now: number = Date.now(),
 ): Promise<QueueStats> {
-  const reply = await overviewReply(redis, queue.keys);
-  const [, , , oldestQueued, , , , oldestRetry] = reply;
+  const replies = await Promise.all(
+    shardList(queue.keys).map((keys) => overviewReply(redis, keys)),
+  );
+  // The oldest known age; unknown only when no shard has a known item waiting.
+  const oldest = (ages: (number | undefined)[]) => {
+    const known = Math.max(0, ...ages.filter((age) => age !== undefined));
+    return known === 0 && ages.includes(undefined) ? undefined : known;
+  };
   return {
-    depth: overviewFromReply(reply, now).depth,
-    oldestAgeSeconds: { queued: ageOf(oldestQueued, now), retry: ageOf(oldestRetry, now) },
+    depth: mergeOverviews(replies.map((reply) => overviewFromReply(reply, now))).depth,
+    oldestAgeSeconds: {
+      queued: oldest(replies.map(([, , , item]) => ageOf(item, now))),
+      retry: oldest(replies.map((reply) => ageOf(reply[7], now))),
+    },
   };
 }
 

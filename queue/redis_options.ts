@@ -6,10 +6,15 @@
  * decides (the API answers 503, the consumer's loop retries with backoff).
  * Every role keeps reconnecting in the background.
  *
+ * In a Redis Cluster (REDIS_CLUSTER_NODES) each role is a `Cluster` client
+ * with {@linkcode clusterOptions}: the same options for its connection to
+ * each node, and the same fail-fast behaviour for the cluster as a whole.
+ *
  * @module
  */
 
-import type { RedisOptions } from "ioredis";
+import type { ClusterOptions, RedisOptions } from "ioredis";
+import { SCRIPTS_WITH_KEY_COUNT } from "./scripts.ts";
 
 /** Reconnect at most a second apart, whatever the number of attempts. */
 function reconnectDelay(attempt: number): number {
@@ -55,3 +60,30 @@ export const consumerBlockingOptions: RedisOptions = {
   ...failFast,
   connectTimeout: 2_000,
 };
+
+/**
+ * The options of a `Cluster` client for a role whose standalone options are
+ * `role`: the per-node options, and the queueing and reconnecting ones
+ * lifted to the cluster (ioredis ignores them per node). Reads and writes
+ * all go to masters: the queue never reads what a replica may not have yet.
+ * A command that meets a failover (MOVED, CLUSTERDOWN, TRYAGAIN, a closed
+ * node) is retried by the client every 100 ms up to its redirection limit;
+ * the API's own deadline still answers 503 within REDIS_TIMEOUT_MS, and a
+ * push that runs later than that does nothing (`scripts.ts`, ENQUEUE).
+ */
+export function clusterOptions(role: RedisOptions): ClusterOptions {
+  const {
+    enableOfflineQueue,
+    retryStrategy: _perNode,
+    enableAutoPipelining,
+    ...redisOptions
+  } = role;
+  return {
+    enableOfflineQueue,
+    enableAutoPipelining,
+    autoPipeliningIgnoredCommands: [...SCRIPTS_WITH_KEY_COUNT],
+    clusterRetryStrategy: reconnectDelay,
+    scaleReads: "master",
+    redisOptions,
+  };
+}

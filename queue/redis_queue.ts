@@ -29,14 +29,30 @@
  * - Every dead letter counts once under its {@linkcode DeadLetterKind} in
  *   `<queue>:dead:counts`, in the script that adds or removes it, so counting
  *   never reads the list.
+ * - Replication. Redis replicates asynchronously: a master that acknowledged
+ *   a write and dies before its replicas received it loses that write when a
+ *   replica takes over (Redis Cluster's or Sentinel's failover). Without
+ *   `waitReplicas`, a push answered 202 can be lost that way (at most the
+ *   writes of the last moments before the failover). With `waitReplicas` N,
+ *   every push is followed, on the same connection, by `WAIT N timeout`, and
+ *   is confirmed only if N replicas acknowledged it: otherwise the push
+ *   rejects with {@linkcode WriteUnconfirmedError}, and the API answers 503
+ *   (the user may still be stored: "unconfirmed", never "accepted and lost").
+ *   A confirmed push survives the failover of its master as long as one of
+ *   the N replicas that hold it is promoted (Redis Cluster promotes the most
+ *   up-to-date replica). A fetch is confirmed the same way before the
+ *   consumer inserts what it took; unconfirmed, the fetch fails and is
+ *   retried, which returns the same items (they wait in the processing list).
+ *
+ * One `RedisQueue` is one shard of the queue (`keys.ts`); `sharded_queue.ts`
+ * spreads the work over every shard.
  *
  * @module
  */
 
-import type { Redis } from "ioredis";
 import { encodeEnvelope, type UserEnvelope } from "./envelope.ts";
 import type { QueueKeys } from "./keys.ts";
-import { defineQueueScripts } from "./scripts.ts";
+import { defineQueueScripts, type RedisClient } from "./scripts.ts";
 
 /** Raised by {@link RedisQueue.enqueue} when the queue is at its bound. */
 export class QueueFullError extends Error {
@@ -46,11 +62,37 @@ export class QueueFullError extends Error {
   }
 }
 
+/**
+ * Raised when `WAIT` confirmed a write on fewer replicas than asked within
+ * the timeout. The write happened on the master and may well survive; it is
+ * just not known to survive a failover.
+ */
+export class WriteUnconfirmedError extends Error {
+  /** For a push: how many of its users were pushed (the others did not fit). */
+  readonly pushed: number;
+
+  constructor(what: string, wanted: number, confirmed: number, timeoutMs: number, pushed = 0) {
+    super(
+      `Cannot confirm the ${what} on ${wanted} replicas: ${confirmed} acknowledged it ` +
+        `within ${timeoutMs} ms`,
+    );
+    this.name = "WriteUnconfirmedError";
+    this.pushed = pushed;
+  }
+}
+
 /** Items a consumer took, oldest first. */
 export interface Batch {
   readonly items: readonly string[];
   /** True for an item recovered from a crashed consumer (always a batch of one). */
   readonly fromRetry: boolean;
+  /** The shard it was taken from (`sharded_queue.ts`); absent means shard 0. */
+  readonly shard?: number;
+  /**
+   * Set on an empty batch when recovered items wait, which only a fetch
+   * holding nothing may take (see `scripts.ts`, FETCH).
+   */
+  readonly suspectWaiting?: boolean;
 }
 
 /**
@@ -113,19 +155,56 @@ export interface RedisQueueOptions {
    * @default 0
    */
   readonly enqueueWithinMs?: number;
+  /**
+   * Replicas that must hold each push, and each fetch, before it counts as
+   * done (`WAIT`, REDIS_WAIT_REPLICAS); 0 waits for none. @default 0
+   */
+  readonly waitReplicas?: number;
+  /** How long each `WAIT` may take (REDIS_WAIT_TIMEOUT_MS). @default 200 */
+  readonly waitTimeoutMs?: number;
 }
 
 /** The queue's operations; `redis` may be shared by many callers. */
 export class RedisQueue {
-  readonly #redis: Redis;
+  readonly #redis: RedisClient;
   readonly #enqueueWithinMs: number;
+  readonly #waitReplicas: number;
+  readonly #waitTimeoutMs: number;
   readonly keys: QueueKeys;
 
-  constructor(redis: Redis, keys: QueueKeys, options: RedisQueueOptions = {}) {
+  constructor(redis: RedisClient, keys: QueueKeys, options: RedisQueueOptions = {}) {
     defineQueueScripts(redis);
     this.#redis = redis;
     this.#enqueueWithinMs = options.enqueueWithinMs ?? 0;
+    this.#waitReplicas = options.waitReplicas ?? 0;
+    this.#waitTimeoutMs = options.waitTimeoutMs ?? 200;
     this.keys = keys;
+  }
+
+  /**
+   * Runs a script, then, when replicas must confirm it, `WAIT` on the same
+   * connection: both in one pipeline, which ioredis sends to the one node
+   * serving the script's keys (a Redis Cluster routes a keyless command of a
+   * pipeline with the pipeline's slot), so `WAIT` counts the replicas of the
+   * master that ran the script. Resolves with the script's reply and how many
+   * replicas acknowledged it (`Infinity` when none were asked for).
+   */
+  async #confirmed<T>(
+    call: (client: RedisClient) => Promise<T>,
+  ): Promise<[reply: T, replicas: number]> {
+    if (this.#waitReplicas === 0) return [await call(this.#redis), Infinity];
+    const pipeline = this.#redis.pipeline();
+    // Called on a pipeline, a command is only queued: the reply comes from exec().
+    void call(pipeline as unknown as RedisClient);
+    pipeline.wait(this.#waitReplicas, this.#waitTimeoutMs);
+    const replies = await pipeline.exec();
+    const [[scriptError, reply], [waitError, replicas]] = replies as [
+      [Error | null, T],
+      [Error | null, number],
+    ];
+    if (scriptError) throw scriptError;
+    if (waitError) throw waitError;
+    return [reply, replicas];
   }
 
   /**
@@ -160,19 +239,30 @@ export class RedisQueue {
     since: number,
   ): Promise<number> {
     const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
-    const pushed = await this.#redis.queueEnqueue(
-      this.keys.queue,
-      this.keys.queuedIds,
-      deadline,
-      maxLength,
-      mode,
-      users.length,
-      ...users.map(encodeEnvelope),
-      ...users.map((user) => user.id),
+    const [pushed, replicas] = await this.#confirmed((redis) =>
+      redis.queueEnqueue(
+        this.keys.queue,
+        this.keys.queuedIds,
+        deadline,
+        maxLength,
+        mode,
+        users.length,
+        ...users.map(encodeEnvelope),
+        ...users.map((user) => user.id),
+      )
     );
     if (pushed === -2) {
       throw new Error(
         `Cannot enqueue as Redis ran the push too late: not within ${this.#enqueueWithinMs} ms`,
+      );
+    }
+    if (pushed > 0 && replicas < this.#waitReplicas) {
+      throw new WriteUnconfirmedError(
+        "push",
+        this.#waitReplicas,
+        replicas,
+        this.#waitTimeoutMs,
+        pushed,
       );
     }
     return pushed;
@@ -205,21 +295,38 @@ export class RedisQueue {
    * the consumer is fenced. `held` is how many items the consumer holds
    * unacknowledged (the batch it is storing while it fetches the next one);
    * whatever else the list holds came from a fetch whose reply was lost, and
-   * is returned again instead of new items.
+   * is returned again instead of new items. `holdingElsewhere`: the consumer
+   * holds a batch in another shard's list (`sharded_queue.ts`), so, holding
+   * something, it is not given a recovered item either.
    */
-  async fetch(consumerId: string, max: number, held = 0): Promise<Batch | undefined> {
-    const reply = await this.#redis.queueFetch(
-      this.keys.consumers,
-      this.keys.retry,
-      this.keys.queue,
-      this.keys.processingPrefix + consumerId,
-      consumerId,
-      max,
-      held,
+  async fetch(
+    consumerId: string,
+    max: number,
+    held = 0,
+    holdingElsewhere = false,
+  ): Promise<Batch | undefined> {
+    const [reply, replicas] = await this.#confirmed((redis) =>
+      redis.queueFetch(
+        this.keys.consumers,
+        this.keys.retry,
+        this.keys.queue,
+        this.keys.processingPrefix + consumerId,
+        consumerId,
+        max,
+        held,
+        holdingElsewhere ? "1" : "0",
+      )
     );
     if (reply === -1) return undefined;
-    const [source, taken] = reply as [0 | 1, string[] | string | undefined];
+    const [source, taken] = reply as [0 | 1 | 2, string[] | string | undefined];
+    // Unconfirmed, the move could be undone by a failover after the insert:
+    // the items would then be delivered again (harmless, but avoidable). The
+    // retried fetch returns the same items, still in the processing list.
+    if (taken !== undefined && replicas < this.#waitReplicas) {
+      throw new WriteUnconfirmedError("fetch", this.#waitReplicas, replicas, this.#waitTimeoutMs);
+    }
     if (source === 1) return { items: [taken as string], fromRetry: true };
+    if (source === 2) return { items: [], fromRetry: false, suspectWaiting: true };
     // The script returns the list's order (newest at the left); FIFO wants the oldest first.
     const items = (taken as string[] | undefined) ?? [];
     items.reverse();
@@ -272,9 +379,16 @@ export class RedisQueue {
     return dead === null ? undefined : JSON.parse(dead) as DeadLetter;
   }
 
-  /** Recovers the work of every consumer whose heartbeat expired. */
+  /**
+   * Recovers the work of every consumer whose heartbeat expired: reads the
+   * registered consumers, then passes the script their keys (the script
+   * re-checks each one; one registered in between is seen next time).
+   */
   async recover(maxCrashes: number, now: Date = new Date()) {
+    const ids = await this.#redis.smembers(this.keys.consumers);
+    if (ids.length === 0) return { recovered: 0, buried: 0, consumers: 0 };
     const [recovered, buried, consumers] = await this.#redis.queueRecover(
+      8 + 2 * ids.length,
       this.keys.consumers,
       this.keys.retry,
       this.keys.dead,
@@ -283,10 +397,10 @@ export class RedisQueue {
       this.keys.deadIds,
       this.keys.deadCounts,
       this.keys.stats,
-      this.keys.processingPrefix,
-      this.keys.heartbeatPrefix,
+      ...ids.flatMap((id) => [this.keys.processingPrefix + id, this.keys.heartbeatPrefix + id]),
       maxCrashes,
       now.toISOString(),
+      ...ids,
     );
     return { recovered, buried, consumers };
   }

@@ -13,13 +13,21 @@
  * the consumer's scripts must still run. The API's enqueue script carries no
  * such flag, so a full Redis refuses new work instead (the API answers 503).
  *
- * The recovery script reads keys it derives from set members, so these scripts
- * assume a standalone Redis (not Redis Cluster).
+ * Every script declares every key it touches in KEYS, all of one shard (one
+ * hash slot: `keys.ts`), so each runs on Redis Cluster as on a standalone
+ * Redis. The scripts that visit each registered consumer (recovery, the
+ * overview) cannot derive those consumers' keys from the set's members inside
+ * Redis: the caller reads the members first and passes their keys, and the
+ * script re-checks, atomically, what it relies on (membership, an expired
+ * heartbeat), skipping a member it was not given (the next round sees it).
  *
  * @module
  */
 
-import type { Redis, Result } from "ioredis";
+import type { Cluster, Redis, Result } from "ioredis";
+
+/** A client the scripts run on: one standalone Redis, or a Redis Cluster. */
+export type RedisClient = Redis | Cluster;
 
 /**
  * KEYS: queue, queued ids. ARGV: deadline (ms since the epoch, 0 for none),
@@ -72,7 +80,8 @@ return n
 
 /**
  * KEYS: consumers, retry, queue, processing. ARGV: consumer id, max items,
- * held (how many items the consumer knows its processing list holds).
+ * held (how many items the consumer knows its processing list holds),
+ * holding elsewhere ('1' when it holds a batch in another shard's list).
  * Returns -1 when the consumer is no longer registered (its heartbeat expired
  * and its work was recovered: it must not take more under that id); otherwise
  * {1, item} for one recovered item (suspects are retried one at a time so a
@@ -83,9 +92,9 @@ return n
  * end of its processing list, as the acknowledgement trims from there) and
  * the next, fetched while the first is being inserted (pushed at the left).
  * A recovered item is handed only to a consumer holding nothing, so a suspect
- * is never held beside other items: a fetch made while holding a batch gets
- * nothing when the retry list is not empty, and the consumer fetches again
- * once its batch is acknowledged.
+ * is never held beside other items: a fetch made while holding a batch (in
+ * this shard's list or another's) gets nothing, {2}, when the retry list is
+ * not empty, and the consumer fetches again once its batch is acknowledged.
  *
  * The consumer says how many items it holds; anything beyond that belongs to a fetch
  * whose reply it never got (the command timed out client-side but ran when
@@ -105,8 +114,8 @@ if unknown > 0 then
   for i = #held, 1, -1 do newest_first[#newest_first + 1] = held[i] end
   return {0, newest_first}
 end
-if tonumber(ARGV[3]) > 0 then
-  if redis.call('LLEN', KEYS[2]) > 0 then return {0} end
+if tonumber(ARGV[3]) > 0 or ARGV[4] == '1' then
+  if redis.call('LLEN', KEYS[2]) > 0 then return {2} end
 else
   local retried = redis.call('RPOPLPUSH', KEYS[2], KEYS[4])
   if retried then return {1, retried} end
@@ -190,9 +199,10 @@ return 1
 
 /**
  * KEYS: consumers, retry, dead, deliveries, queued ids, dead ids, dead
- * counts, stats. ARGV:
- * processing prefix, heartbeat prefix, max crashes, now (ISO 8601).
- * For every registered consumer whose heartbeat has expired: counts one crash
+ * counts, stats, then for each consumer to examine its processing list and
+ * its heartbeat. ARGV: max crashes, now (ISO 8601), then those consumers' ids.
+ * For every consumer given that is still registered and whose heartbeat has
+ * expired (both checked here, atomically with the moves): counts one crash
  * against each item it held, moves the item to the retry list, or to the dead
  * letters (kind `consumer_crashed`) once it has crashed `max crashes`
  * consumers, and unregisters the consumer (dropping its `stored:<id>`
@@ -204,11 +214,12 @@ return 1
  */
 const RECOVER = `#!lua flags=allow-oom
 local recovered, buried, dead_consumers = 0, 0, 0
-local max_crashes = tonumber(ARGV[3])
-for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  if redis.call('EXISTS', ARGV[2] .. id) == 0 then
+local max_crashes = tonumber(ARGV[1])
+for c = 3, #ARGV do
+  local id = ARGV[c]
+  local processing, heartbeat = KEYS[7 + 2 * (c - 2)], KEYS[8 + 2 * (c - 2)]
+  if redis.call('SISMEMBER', KEYS[1], id) == 1 and redis.call('EXISTS', heartbeat) == 0 then
     dead_consumers = dead_consumers + 1
-    local processing = ARGV[1] .. id
     local items = redis.call('LRANGE', processing, 0, -1)
     for i = #items, 1, -1 do
       local item = items[i]
@@ -226,7 +237,7 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
           reason = 'consumer crashed while holding it ' .. crashes .. ' times',
           kind = 'consumer_crashed',
           id = user_id,
-          dead_at = ARGV[4],
+          dead_at = ARGV[2],
         })
         redis.call('LPUSH', KEYS[3], record)
         redis.call('HINCRBY', KEYS[7], 'consumer_crashed', 1)
@@ -353,8 +364,10 @@ return {#taken, cursor + #records - #taken, done}
 `;
 
 /**
- * KEYS: queue, retry, dead, consumers, dead counts, stats. ARGV: processing
- * prefix, heartbeat prefix.
+ * KEYS: queue, retry, dead, consumers, dead counts, stats, then for each
+ * consumer to show its processing list and its heartbeat. ARGV: those
+ * consumers' ids (the members of the consumers set, read just before; one no
+ * longer registered is left out).
  * Everything `GET /admin/overview` and the consumer's queue gauges show, in
  * one read-only step (so it runs on a full Redis too) that touches no item but
  * the oldest queued and the oldest retried one: the lengths of the lists, the
@@ -366,13 +379,16 @@ return {#taken, cursor + #records - #taken, done}
  */
 const OVERVIEW = `#!lua flags=no-writes
 local consumers = {}
-for _, id in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-  consumers[#consumers + 1] = {
-    id,
-    redis.call('LLEN', ARGV[1] .. id),
-    redis.call('PTTL', ARGV[2] .. id),
-    redis.call('HGET', KEYS[6], 'stored:' .. id) or '0',
-  }
+for c = 1, #ARGV do
+  local id = ARGV[c]
+  if redis.call('SISMEMBER', KEYS[4], id) == 1 then
+    consumers[#consumers + 1] = {
+      id,
+      redis.call('LLEN', KEYS[5 + 2 * c]),
+      redis.call('PTTL', KEYS[6 + 2 * c]),
+      redis.call('HGET', KEYS[6], 'stored:' .. id) or '0',
+    }
+  end
 end
 return {
   redis.call('LLEN', KEYS[1]),
@@ -399,7 +415,7 @@ export type OverviewReply = [
 ];
 
 /** The raw reply of the fetch script. */
-type FetchReply = -1 | [0 | 1, string[] | string] | [0];
+type FetchReply = -1 | [0 | 1, string[] | string] | [0] | [2];
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
@@ -420,6 +436,7 @@ declare module "ioredis" {
       consumerId: string,
       max: number,
       held: number,
+      holdingElsewhere: "0" | "1",
     ): Result<FetchReply, Context>;
     queueAck(
       consumers: string,
@@ -449,6 +466,7 @@ declare module "ioredis" {
       ttlMs: number,
     ): Result<number, Context>;
     queueRecover(
+      numberOfKeys: number,
       consumers: string,
       retry: string,
       dead: string,
@@ -457,10 +475,7 @@ declare module "ioredis" {
       deadIds: string,
       deadCounts: string,
       stats: string,
-      processingPrefix: string,
-      heartbeatPrefix: string,
-      maxCrashes: number,
-      now: string,
+      ...processingAndHeartbeatKeysThenMaxCrashesNowAndIds: (string | number)[]
     ): Result<[number, number, number], Context>;
     queueHandBack(
       consumers: string,
@@ -485,27 +500,36 @@ declare module "ioredis" {
       ...ids: string[]
     ): Result<[number, number, 0 | 1], Context>;
     queueOverview(
+      numberOfKeys: number,
       queue: string,
       retry: string,
       dead: string,
       consumers: string,
       deadCounts: string,
       stats: string,
-      processingPrefix: string,
-      heartbeatPrefix: string,
+      ...processingAndHeartbeatKeysThenIds: string[]
     ): Result<OverviewReply, Context>;
   }
 }
 
+/**
+ * The scripts called with their number of keys first (two keys per consumer).
+ * ioredis' automatic pipelining in a cluster picks a command's node by its
+ * first argument, taken as a key: these must bypass it (sent alone, they are
+ * routed by their real keys).
+ */
+export const SCRIPTS_WITH_KEY_COUNT: readonly string[] = ["queueRecover", "queueOverview"];
+
 /** Registers the queue's scripts as commands on `redis`; idempotent. */
-export function defineQueueScripts(redis: Redis): void {
+export function defineQueueScripts(redis: RedisClient): void {
   redis.defineCommand("queueEnqueue", { numberOfKeys: 2, lua: ENQUEUE });
   redis.defineCommand("queueFetch", { numberOfKeys: 4, lua: FETCH });
   redis.defineCommand("queueAck", { numberOfKeys: 8, lua: ACK });
   redis.defineCommand("queueRegister", { numberOfKeys: 2, lua: REGISTER });
   redis.defineCommand("queueHeartbeat", { numberOfKeys: 2, lua: HEARTBEAT });
-  redis.defineCommand("queueRecover", { numberOfKeys: 8, lua: RECOVER });
+  // A varying number of keys (two per consumer): the caller passes the count first.
+  redis.defineCommand("queueRecover", { lua: RECOVER });
   redis.defineCommand("queueHandBack", { numberOfKeys: 6, lua: HAND_BACK });
   redis.defineCommand("queueDeadLettersTake", { numberOfKeys: 6, lua: DEAD_LETTERS_TAKE });
-  redis.defineCommand("queueOverview", { numberOfKeys: 6, lua: OVERVIEW });
+  redis.defineCommand("queueOverview", { lua: OVERVIEW });
 }

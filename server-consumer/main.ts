@@ -26,25 +26,38 @@
  * `unexpected_error` if the loop fails; `leaked_handle` (exit 1) if anything
  * still keeps the process alive after everything was closed.
  *
+ * With REDIS_CLUSTER_NODES both Redis clients are Cluster clients; with
+ * QUEUE_SHARDS > 1 it serves every shard in turn (`queue/sharded_queue.ts`),
+ * its idle wait watching one shard at a time (`queue/blocking_wait.ts`);
+ * with REDIS_WAIT_REPLICAS > 0 it inserts a batch only once that many
+ * replicas confirmed the move that took it.
+ *
  * Reads env: PORT, REPLICA_ID, CONSUMER_MODE, BATCH_SIZE, HEARTBEAT_TTL_MS,
  * RECOVERY_INTERVAL_MS, MAX_CRASHES, STATEMENT_TIMEOUT_MS,
  * BLOCK_TIMEOUT_SECONDS, RETRY_MAX_DELAY_MS, SHUTDOWN_TIMEOUT_MS,
- * FAULT_CRASH_AT, FAULT_CRASH_ON_NAME, REDIS_URL, QUEUE_NAME,
+ * FAULT_CRASH_AT, FAULT_CRASH_ON_NAME, REDIS_URL, REDIS_CLUSTER_NODES,
+ * REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT_MS, QUEUE_NAME, QUEUE_SHARDS,
  * QUEUE_MAX_LENGTH, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
  *
  * @module
  */
 
-import { Redis } from "ioredis";
+import { Cluster, Redis, type RedisOptions } from "ioredis";
 import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
-import { waitForItems } from "../queue/blocking_wait.ts";
+import { rotatingWait } from "../queue/blocking_wait.ts";
+import { clusterNodes } from "../queue/config.ts";
 import { withDeadline } from "../queue/deadline.ts";
 import { errorText, EventLog } from "../queue/event_log.ts";
-import { queueKeys } from "../queue/keys.ts";
+import { queueShards } from "../queue/keys.ts";
 import { Readiness } from "../queue/readiness.ts";
-import { consumerBlockingOptions, consumerCommandOptions } from "../queue/redis_options.ts";
-import { type Batch, RedisQueue } from "../queue/redis_queue.ts";
+import {
+  clusterOptions,
+  consumerBlockingOptions,
+  consumerCommandOptions,
+} from "../queue/redis_options.ts";
+import type { Batch } from "../queue/redis_queue.ts";
+import { ShardedQueue } from "../queue/sharded_queue.ts";
 import { readQueueStats } from "../queue/queue_stats.ts";
 import { migrate } from "../schema/migrate.ts";
 import { postgresOptions, PostgresSockets } from "../schema/postgres_options.ts";
@@ -85,8 +98,14 @@ try {
 const replica = config.REPLICA_ID || Deno.hostname();
 const log = new EventLog("server-consumer", { replica });
 
-const commands = new Redis(config.REDIS_URL, consumerCommandOptions);
-const blocking = new Redis(config.REDIS_URL, consumerBlockingOptions);
+const cluster = config.REDIS_CLUSTER_NODES !== "";
+const connect = (options: RedisOptions) =>
+  cluster
+    ? new Cluster(clusterNodes(config.REDIS_CLUSTER_NODES), clusterOptions(options))
+    : new Redis(config.REDIS_URL, options);
+const commands = connect(consumerCommandOptions);
+// In a cluster, a client of its own too: it blocks its connection to the node it waits on.
+const blocking = connect(consumerBlockingOptions);
 // Errors surface through the loop's outage events; without listeners ioredis prints each retry.
 commands.on("error", () => {});
 blocking.on("error", () => {});
@@ -106,8 +125,11 @@ globalThis.addEventListener("unhandledrejection", (event) => {
 // Every PostgreSQL socket of the process, destroyed at exit: one to a frozen
 // server would otherwise stay open after end() and keep the process alive.
 const pgSockets = new PostgresSockets(config);
-const keys = queueKeys(config.QUEUE_NAME);
-const queue = new RedisQueue(commands, keys);
+const keys = queueShards(config.QUEUE_NAME, { shards: config.QUEUE_SHARDS, cluster });
+const queue = new ShardedQueue(commands, keys, {
+  waitReplicas: config.REDIS_WAIT_REPLICAS,
+  waitTimeoutMs: config.REDIS_WAIT_TIMEOUT_MS,
+});
 const store = new PostgresStore(
   () =>
     postgres({
@@ -166,7 +188,7 @@ function faultInjection(
 
 const consumer = new Consumer({
   queue,
-  waitForItems: (timeoutSeconds) => waitForItems(blocking, { queue: keys.queue, timeoutSeconds }),
+  waitForItems: rotatingWait(blocking, keys.map((shard) => shard.queue)),
   store,
   batchSize: batchSizeOf(config),
   heartbeatTtlMs: config.HEARTBEAT_TTL_MS,

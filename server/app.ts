@@ -25,7 +25,7 @@ import { z } from "zod";
 import { isUuid, nameProblem, type UserEnvelope } from "../queue/envelope.ts";
 import { withDeadline } from "../queue/deadline.ts";
 import { aliveResponse, Readiness } from "../queue/readiness.ts";
-import { QueueFullError } from "../queue/redis_queue.ts";
+import { QueueFullError, WriteUnconfirmedError } from "../queue/redis_queue.ts";
 import type { StoredUser } from "../schema/users_table.ts";
 import { type AdminOptions, adminRoutes, intParam } from "./admin_routes.ts";
 import { dashboardRoutes } from "./dashboard.ts";
@@ -136,6 +136,14 @@ export function createApp(options: AppOptions): Hono {
         c.header("Retry-After", String(retryAfterSeconds));
         if (error instanceof QueueFullError) {
           throw new HTTPException(503, { message: "queue is full, retry later", cause: error });
+        }
+        if (error instanceof WriteUnconfirmedError) {
+          // Pushed, but not known to survive a failover: not accepted (it may still be stored).
+          onUnavailable(error);
+          throw new HTTPException(503, {
+            message: "queue could not confirm the user on enough replicas, retry later",
+            cause: error,
+          });
         }
         onUnavailable(error);
         throw new HTTPException(503, {

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { isUuid, type UserEnvelope } from "../queue/envelope.ts";
 import { DeadlineError } from "../queue/deadline.ts";
 import { Readiness } from "../queue/readiness.ts";
-import { QueueFullError } from "../queue/redis_queue.ts";
+import { QueueFullError, WriteUnconfirmedError } from "../queue/redis_queue.ts";
 import { createApp } from "./app.ts";
 
 const ID = "01934d5e-7b7c-7a1e-9c3f-1a2b3c4d5e6f";
@@ -123,6 +123,20 @@ Deno.test("createApp() answers 503 with Retry-After when the queue is full", asy
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("Retry-After"), "1");
   assert.match((await res.json()).error, /full/);
+});
+
+Deno.test("createApp() answers 503, not 202, to a push fewer replicas than asked confirmed", async () => {
+  const failures: unknown[] = [];
+  const app = createApp({
+    accept: () => Promise.reject(new WriteUnconfirmedError("push", 1, 0, 200, 1)),
+    ...NO_USERS,
+    onUnavailable: (error) => failures.push(error),
+  });
+  const res = await app.request("/users", post('{"name":"Ada"}'));
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("Retry-After"), "1");
+  assert.match((await res.json()).error, /could not confirm the user on enough replicas/);
+  assert.equal(failures.length, 1);
 });
 
 Deno.test("createApp() answers 503 with Retry-After when Redis fails", async () => {

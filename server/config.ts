@@ -55,5 +55,16 @@ export type ServerConfig = ReturnType<typeof loadServerConfig>;
 
 /** Parses the API's variables or throws a `TypeError` naming the bad ones. */
 export function loadServerConfig(env: Env) {
-  return parseEnv("server", serverVars, env);
+  const config = parseEnv("server", serverVars, env);
+  // A push may run up to half of REDIS_TIMEOUT_MS late (its deadline); its
+  // WAIT must end within the other half, or every slow confirmation would be
+  // a timeout rather than an answer.
+  const waitBound = Math.floor(config.REDIS_TIMEOUT_MS / 2);
+  if (config.REDIS_WAIT_REPLICAS > 0 && config.REDIS_WAIT_TIMEOUT_MS > waitBound) {
+    throw new TypeError(
+      `Cannot start server: REDIS_WAIT_TIMEOUT_MS must be at most half of REDIS_TIMEOUT_MS ` +
+        `(${waitBound}): current value is "${env.REDIS_WAIT_TIMEOUT_MS}"`,
+    );
+  }
+  return config;
 }

@@ -22,24 +22,32 @@
  * With ADMIN_TOKEN set it also serves the `/admin/…` routes (dead letters,
  * overview; `admin_routes.ts`) to requests bearing that token.
  *
- * Reads env: PORT, API_MODE, BODY_LIMIT_BYTES, REDIS_URL, REDIS_TIMEOUT_MS,
- * SHUTDOWN_DRAIN_MS, REPLICA_ID, ADMIN_TOKEN, QUEUE_NAME, QUEUE_MAX_LENGTH, PGHOST, PGPORT, PGUSER,
- * PGPASSWORD, PGDATABASE.
+ * With REDIS_CLUSTER_NODES it talks to a Redis Cluster instead of REDIS_URL;
+ * with QUEUE_SHARDS > 1 it spreads the users over that many lists, each
+ * user's shard given by its id (the shards take turns by millisecond), one
+ * grouped push per shard per event-loop turn; with REDIS_WAIT_REPLICAS > 0 it
+ * answers 202 only once that many replicas confirmed the push
+ * (`queue/redis_queue.ts`), one group per shard in flight at a time.
+ *
+ * Reads env: PORT, API_MODE, BODY_LIMIT_BYTES, REDIS_URL, REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS,
+ * REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT_MS, SHUTDOWN_DRAIN_MS, REPLICA_ID, ADMIN_TOKEN,
+ * QUEUE_NAME, QUEUE_SHARDS, QUEUE_MAX_LENGTH, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
  *
  * @module
  */
 
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import postgres from "postgres";
 import { withDeadline } from "../queue/deadline.ts";
 import { DeadLetters } from "../queue/dead_letters.ts";
 import { errorText, EventLog } from "../queue/event_log.ts";
-import { queueKeys } from "../queue/keys.ts";
-import { GroupedPushes } from "../queue/grouped_pushes.ts";
+import { clusterNodes } from "../queue/config.ts";
+import { queueShards } from "../queue/keys.ts";
+import { ShardedPushes } from "../queue/grouped_pushes.ts";
 import { Readiness } from "../queue/readiness.ts";
-import { apiRedisOptions } from "../queue/redis_options.ts";
+import { apiRedisOptions, clusterOptions } from "../queue/redis_options.ts";
 import { readOverview } from "../queue/overview.ts";
-import { RedisQueue } from "../queue/redis_queue.ts";
+import { ShardedQueue } from "../queue/sharded_queue.ts";
 import { postgresOptions, PostgresSockets } from "../schema/postgres_options.ts";
 import { findUser, insertUsers, listUsers } from "../schema/users_table.ts";
 import { createApp } from "./app.ts";
@@ -60,7 +68,13 @@ try {
 const replica = config.REPLICA_ID || Deno.hostname();
 const log = new EventLog("server", { replica });
 
-const redis = new Redis(config.REDIS_URL, apiRedisOptions(config.REDIS_TIMEOUT_MS));
+const cluster = config.REDIS_CLUSTER_NODES !== "";
+const redis = cluster
+  ? new Cluster(
+    clusterNodes(config.REDIS_CLUSTER_NODES),
+    clusterOptions(apiRedisOptions(config.REDIS_TIMEOUT_MS)),
+  )
+  : new Redis(config.REDIS_URL, apiRedisOptions(config.REDIS_TIMEOUT_MS));
 // ioredis emits an error per failed reconnect; one record per outage is enough.
 let redisDown = false;
 redis.on("error", (error: Error) => {
@@ -87,11 +101,23 @@ const sql = postgres({
 });
 // A push Redis runs after half the timeout is void, so one that outlives the
 // 503 we answered (Redis frozen, then resumed) cannot queue the user anyway.
-const queue = new RedisQueue(redis, queueKeys(config.QUEUE_NAME), {
-  enqueueWithinMs: Math.floor(config.REDIS_TIMEOUT_MS / 2),
-});
-// The users accepted in one event-loop turn go to Redis in one script call.
-const pushes = new GroupedPushes(queue, config.QUEUE_MAX_LENGTH);
+const queue = new ShardedQueue(
+  redis,
+  queueShards(config.QUEUE_NAME, { shards: config.QUEUE_SHARDS, cluster }),
+  {
+    enqueueWithinMs: Math.floor(config.REDIS_TIMEOUT_MS / 2),
+    waitReplicas: config.REDIS_WAIT_REPLICAS,
+    waitTimeoutMs: config.REDIS_WAIT_TIMEOUT_MS,
+  },
+);
+// The users accepted in one event-loop turn go to Redis in one script call per shard.
+// Confirmed by WAIT, one group per shard in flight at a time (see `queue/grouped_pushes.ts`).
+const pushes = new ShardedPushes(
+  queue.shards,
+  config.QUEUE_MAX_LENGTH,
+  (id) => queue.shardIndexOf(id),
+  { serial: config.REDIS_WAIT_REPLICAS > 0 },
+);
 
 const queueMode = config.API_MODE === "queue";
 // What accepting a user needs, probed on each GET /readyz.

@@ -16,12 +16,12 @@ import { HTTPException } from "@hono/hono/http-exception";
 import { matchedRoutes } from "@hono/hono/route";
 import { Counter, Histogram, type Registry } from "prom-client";
 import { createRegistry, METRIC_PREFIX, metricsResponse } from "../queue/metrics_registry.ts";
-import { QueueFullError } from "../queue/redis_queue.ts";
+import { QueueFullError, WriteUnconfirmedError } from "../queue/redis_queue.ts";
 
 /** Why `POST /users` was refused: the queue at its bound, Redis failing, or a bad request (4xx). */
-export type Rejection = "full" | "unavailable" | "invalid";
+export type Rejection = "full" | "unavailable" | "unconfirmed" | "invalid";
 
-const REJECTIONS: readonly Rejection[] = ["full", "unavailable", "invalid"];
+const REJECTIONS: readonly Rejection[] = ["full", "unavailable", "unconfirmed", "invalid"];
 
 const METHODS: ReadonlySet<string> = new Set([
   "GET",
@@ -98,7 +98,8 @@ export class ApiMetrics {
     this.#rejected = new Counter({
       name: `${METRIC_PREFIX}enqueue_rejections_total`,
       help: "POST /users refused, by reason: full (queue at its bound, 503), " +
-        "unavailable (Redis failed or too slow, 503), invalid (any 4xx).",
+        "unavailable (Redis failed or too slow, 503), unconfirmed (pushed, but fewer than " +
+        "REDIS_WAIT_REPLICAS replicas confirmed it in time, 503), invalid (any 4xx).",
       labelNames: ["reason"],
       registers,
     });
@@ -140,7 +141,7 @@ function routeOf(c: Context): string {
 export function rejectionOf(status: number, error: Error | undefined): Rejection | undefined {
   if (status >= 400 && status < 500) return "invalid";
   if (status !== 503) return undefined;
-  return error instanceof HTTPException && error.cause instanceof QueueFullError
-    ? "full"
-    : "unavailable";
+  if (!(error instanceof HTTPException)) return "unavailable";
+  if (error.cause instanceof QueueFullError) return "full";
+  return error.cause instanceof WriteUnconfirmedError ? "unconfirmed" : "unavailable";
 }

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { HTTPException } from "@hono/hono/http-exception";
 import type { UserEnvelope } from "../queue/envelope.ts";
-import { QueueFullError } from "../queue/redis_queue.ts";
+import { QueueFullError, WriteUnconfirmedError } from "../queue/redis_queue.ts";
 import { createApp } from "./app.ts";
 import { ApiMetrics, rejectionOf } from "./metrics.ts";
 
@@ -136,6 +136,8 @@ Deno.test("rejectionOf() tells a full queue from an unavailable one and calls an
     rejectionOf(503, new HTTPException(503, { cause: new Error("down") })),
     "unavailable",
   );
+  const unconfirmed = new WriteUnconfirmedError("push", 1, 0, 200, 1);
+  assert.equal(rejectionOf(503, new HTTPException(503, { cause: unconfirmed })), "unconfirmed");
   assert.equal(rejectionOf(413, new HTTPException(413)), "invalid");
   assert.equal(rejectionOf(405, undefined), "invalid");
   assert.equal(rejectionOf(202, undefined), undefined);

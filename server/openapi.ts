@@ -101,7 +101,13 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
       400: json("The body is not valid UTF-8 or JSON, or the user is invalid", apiError),
       413: json(`The body is larger than ${bodyLimitBytes} bytes`, apiError),
       415: json("The content type or charset cannot be read as JSON", apiError),
-      503: { ...json("The queue is full or unavailable", apiError), headers: retryAfter },
+      503: {
+        ...json(
+          "The queue is full or unavailable, or could not confirm the user on enough replicas",
+          apiError,
+        ),
+        headers: retryAfter,
+      },
     },
   });
 

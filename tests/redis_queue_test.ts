@@ -115,7 +115,11 @@ Deno.test("RedisQueue.fetch() with a batch held: a new batch, the same one again
     );
     // A recovered item waits: a fetch holding a batch gets nothing, one holding nothing gets it.
     await redis.lpush(keys.retry, "suspect");
-    assert.deepEqual(await queue.fetch("c", 2, 2), { items: [], fromRetry: false });
+    assert.deepEqual(await queue.fetch("c", 2, 2), {
+      items: [],
+      fromRetry: false,
+      suspectWaiting: true,
+    });
     assert.ok(await queue.ack("c", second!, [], users.slice(2, 4).map((u) => u.id)));
     assert.deepEqual(await queue.fetch("c", 2, 0), { items: ["suspect"], fromRetry: true });
     assert.equal(await redis.llen(keys.queue), 2, "users 4 and 5 still queued");

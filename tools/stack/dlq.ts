@@ -7,16 +7,16 @@
  *   dlq.ts <redis url> requeue [--reason KIND] [--id ID]…   (no filter: every letter)
  *   dlq.ts <redis url> purge (--all | [--reason KIND] [--id ID]…)
  *
- * Reads env: QUEUE_NAME (default `users`, as in project.env).
+ * Reads env: QUEUE_NAME (default `users`, as in project.env), QUEUE_SHARDS,
+ * REDIS_CLUSTER_NODES (then the URL is not used): every shard's letters.
  *
  * @module
  */
 
 import { parseArgs } from "node:util";
-import { Redis } from "ioredis";
 import { type DeadLetterFilter, DeadLetters } from "../../queue/dead_letters.ts";
-import { queueKeys } from "../../queue/keys.ts";
 import { DEAD_LETTER_KINDS } from "../../queue/redis_queue.ts";
+import { queueClient } from "./queue_client.ts";
 
 const USAGE = `usage: ./stack dlq list [--offset N] [--limit N]
        ./stack dlq requeue [--reason KIND] [--id ID]...   (no filter: every dead letter)
@@ -85,9 +85,11 @@ export function parseDlqArgs(args: readonly string[]): DlqCommand {
 }
 
 async function run(url: string, command: DlqCommand): Promise<void> {
-  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+  const { redis, keys } = queueClient("dlq", Deno.env.toObject(), url, {
+    maxRetriesPerRequest: 1,
+  });
   try {
-    const letters = new DeadLetters(redis, queueKeys(Deno.env.get("QUEUE_NAME") || "users"));
+    const letters = new DeadLetters(redis, keys);
     if (command.action === "list") {
       const page = await letters.list(command.offset, command.limit);
       console.log(`${page.total} dead letters; by reason: ${JSON.stringify(page.byReason)}`);

@@ -7,15 +7,15 @@
  * The rates come from the dashboard's own `rates.js`, so both views always agree on what
  * "ingest" and "stored" mean. While Redis does not answer it says so and keeps trying.
  *
- * Reads env: REDIS_URL (`./stack` passes the stack's, from `.stack/stack.json`) and QUEUE_NAME
- * (`./stack` passes project.env's; default `users`).
+ * Reads env: REDIS_URL (`./stack` passes the stack's, from `.stack/stack.json`), QUEUE_NAME
+ * (`./stack` passes project.env's; default `users`), QUEUE_SHARDS and REDIS_CLUSTER_NODES (the
+ * numbers then add up over every shard, on every master).
  *
  * @module
  */
 
-import { Redis } from "ioredis";
-import { queueKeys } from "../../queue/keys.ts";
 import { type Overview, readOverview } from "../../queue/overview.ts";
+import { queueClient } from "./queue_client.ts";
 import {
   formatAge,
   formatRate,
@@ -99,8 +99,7 @@ const CLEAR = "\x1b[H\x1b[2J";
 
 async function main(): Promise<number> {
   const env = Deno.env.toObject();
-  const keys = queueKeys(env.QUEUE_NAME || "users");
-  const redis = new Redis(env.REDIS_URL || "redis://127.0.0.1:6379", {
+  const { redis, keys } = queueClient("stats", env, env.REDIS_URL || "redis://127.0.0.1:6379", {
     // Fail each reading fast while Redis is down, and keep reconnecting in the background.
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
@@ -109,6 +108,7 @@ async function main(): Promise<number> {
     retryStrategy: () => 500,
     lazyConnect: true,
   });
+  const where = env.REDIS_CLUSTER_NODES || env.REDIS_URL || "redis://127.0.0.1:6379";
   redis.on("error", () => {}); // Each failed reading says so below.
   // Without the offline queue a command sent before the connection is up fails: connect first
   // (a stack that is down fails the first reading, which says so, and ioredis keeps trying).
@@ -135,7 +135,7 @@ async function main(): Promise<number> {
       write(tty ? `${CLEAR}${renderStats(overview, view)}\n` : `${statsLine(overview, view)}\n`);
     } catch (error) {
       previous = undefined;
-      const text = `${at.toISOString()} Redis at ${redis.options.host}:${redis.options.port} ` +
+      const text = `${at.toISOString()} Redis at ${where} ` +
         `does not answer (${error instanceof Error ? error.message : error}); retrying`;
       write(tty ? `${CLEAR}${text}\n` : `${text}\n`);
     }

@@ -1,0 +1,189 @@
+/**
+ * The queue over all of its shards (QUEUE_SHARDS, `keys.ts`): one
+ * {@linkcode RedisQueue} per shard, and the consumer's operations spread over
+ * them.
+ *
+ * Delivery contract over shards (each shard keeps the whole contract of
+ * `redis_queue.ts` on its own keys):
+ * - A user belongs to one shard, chosen by its id (`shardOf`: the millisecond
+ *   of its UUIDv7, so the shards take turns millisecond by millisecond): the
+ *   API pushes it there, and everything that happens to it (fetch, recovery,
+ *   hand-back, dead letter, requeue, status) stays in that shard's keys.
+ * - Order is FIFO per shard, not across shards: two users accepted one after
+ *   the other may be stored in either order (they were already, with several
+ *   consumers).
+ * - A consumer is one id registered, with a heartbeat, in every shard, and
+ *   serves every shard: each fetch starts at the next shard in turn and takes
+ *   the first shard's batch that has items, so with fewer consumers than
+ *   shards every shard still gets its turn and none starves. Each batch
+ *   comes from one shard, and is acknowledged there.
+ * - The batch fetched while the one in hand is stored (the consumer's
+ *   overlap, `server-consumer/consumer.ts`) may come from another shard. The
+ *   consumer says how many items it holds; they are the last batch this
+ *   object returned, so that shard's fetch is told that count and every other
+ *   shard's that the consumer holds items elsewhere: no shard then hands it a
+ *   recovered item (a suspect is only held alone, as with one shard). When a
+ *   shard has recovered items waiting, the fetch returns nothing and the next
+ *   one, made holding nothing once the batch in hand is acknowledged, starts
+ *   at that shard, so recovered items are never starved by other shards'
+ *   backlogs.
+ * - Fenced in any shard (its heartbeat there expired and its items there
+ *   were recovered), the consumer takes a new id in every shard, as with one
+ *   shard; its old id, no longer refreshed, expires in the other shards and
+ *   whatever it still held there is recovered like a crashed consumer's.
+ *
+ * @module
+ */
+
+import { type QueueKeys, shardOf } from "./keys.ts";
+import { type Batch, type DeadLetter, RedisQueue, type RedisQueueOptions } from "./redis_queue.ts";
+import type { RedisClient } from "./scripts.ts";
+
+/** Every shard of one queue. */
+export class ShardedQueue {
+  /** One queue per shard, shard 0 first. */
+  readonly shards: readonly RedisQueue[];
+  /** Every shard's keys. */
+  readonly keys: readonly QueueKeys[];
+  /** Where the next fetch starts. */
+  #next = 0;
+  /** The shard of the last non-empty batch returned: where the items a consumer holds are. */
+  #holdingShard = 0;
+
+  constructor(redis: RedisClient, keys: readonly QueueKeys[], options: RedisQueueOptions = {}) {
+    if (keys.length === 0) throw new RangeError("Cannot make a queue of no shards");
+    this.keys = keys;
+    this.shards = keys.map((shard) => new RedisQueue(redis, shard, options));
+  }
+
+  /** The shard (its index) a user with this id belongs to. */
+  shardIndexOf(id: string): number {
+    return shardOf(id, this.shards.length);
+  }
+
+  /** Registers a consumer in every shard and starts its heartbeats. */
+  async register(consumerId: string, ttlMs: number): Promise<void> {
+    await Promise.all(this.shards.map((shard) => shard.register(consumerId, ttlMs)));
+  }
+
+  /** Extends the consumer's heartbeat in every shard; false when it was fenced in any. */
+  async heartbeat(consumerId: string, ttlMs: number): Promise<boolean> {
+    const alive = await Promise.all(this.shards.map((shard) => shard.heartbeat(consumerId, ttlMs)));
+    return alive.every(Boolean);
+  }
+
+  /**
+   * Up to `max` items of one shard, oldest first: the first shard with any,
+   * starting from the one after where the previous fetch started; an empty
+   * batch when every shard is empty; `undefined` when the consumer is fenced
+   * in a shard it looked at.
+   *
+   * `held` is how many items the consumer holds unacknowledged: the last
+   * batch returned (see the module's notes).
+   *
+   * A shard that fails (its master failing over, say) is passed over, so the
+   * others keep being served; the fetch rejects with that failure only when
+   * no other shard had items (the caller then backs off and retries). What
+   * the failed call may have taken stays in that shard's processing list,
+   * and the next fetch there returns it.
+   */
+  async fetch(consumerId: string, max: number, held = 0): Promise<Batch | undefined> {
+    const count = this.shards.length;
+    const start = this.#next;
+    this.#next = (start + 1) % count;
+    let failure: { error: unknown } | undefined;
+    for (let i = 0; i < count; i++) {
+      const shard = (start + i) % count;
+      const holdsHere = shard === this.#holdingShard;
+      let batch: Batch | undefined;
+      try {
+        batch = await this.shards[shard]!.fetch(
+          consumerId,
+          max,
+          holdsHere ? held : 0,
+          held > 0 && !holdsHere,
+        );
+      } catch (error) {
+        failure ??= { error };
+        continue;
+      }
+      if (batch === undefined) return undefined;
+      if (batch.suspectWaiting) {
+        // Taken by the next fetch, made holding nothing: start it here.
+        this.#next = shard;
+        return { items: [], fromRetry: false, shard, suspectWaiting: true };
+      }
+      if (batch.items.length > 0) {
+        this.#holdingShard = shard;
+        return { ...batch, shard };
+      }
+    }
+    if (failure !== undefined) throw failure.error;
+    return { items: [], fromRetry: false };
+  }
+
+  /** Acknowledges a batch in the shard it came from (see `RedisQueue.ack`). */
+  ack(
+    consumerId: string,
+    batch: Batch,
+    deadLetters: readonly DeadLetter[] = [],
+    storedIds: readonly string[] = [],
+  ): Promise<boolean> {
+    return this.#shardOf(batch).ack(consumerId, batch, deadLetters, storedIds);
+  }
+
+  /**
+   * Recovers dead consumers' work in every shard. `consumers` is the most
+   * found dead in one shard (each consumer is registered in every shard).
+   */
+  async recover(maxCrashes: number, now: Date = new Date()) {
+    const results = await Promise.all(this.shards.map((shard) => shard.recover(maxCrashes, now)));
+    return {
+      recovered: results.reduce((sum, r) => sum + r.recovered, 0),
+      buried: results.reduce((sum, r) => sum + r.buried, 0),
+      consumers: Math.max(...results.map((r) => r.consumers)),
+    };
+  }
+
+  /**
+   * Hands back what the consumer holds in every shard and unregisters it;
+   * rejects if any shard failed (what that shard held is recovered once the
+   * heartbeat expires), after trying them all.
+   */
+  async handBack(consumerId: string): Promise<number> {
+    const results = await Promise.allSettled(
+      this.shards.map((shard) => shard.handBack(consumerId)),
+    );
+    const failed = results.find((result) => result.status === "rejected");
+    if (failed !== undefined) throw failed.reason;
+    return results.reduce((sum, r) => sum + (r.status === "fulfilled" ? r.value : 0), 0);
+  }
+
+  /** The user's entry in the status index of its shard (see `RedisQueue.indexed`). */
+  indexed(id: string): ReturnType<RedisQueue["indexed"]> {
+    return this.shards[this.shardIndexOf(id)]!.indexed(id);
+  }
+
+  /** Every list's size, summed over the shards. */
+  async depth(): Promise<Awaited<ReturnType<RedisQueue["depth"]>>> {
+    const depths = await Promise.all(this.shards.map((shard) => shard.depth()));
+    const sum = (of: (depth: (typeof depths)[number]) => number) =>
+      depths.reduce((total, depth) => total + of(depth), 0);
+    return {
+      queued: sum((d) => d.queued),
+      retry: sum((d) => d.retry),
+      dead: sum((d) => d.dead),
+      processing: sum((d) => d.processing),
+    };
+  }
+
+  #shardOf(batch: Batch): RedisQueue {
+    const shard = this.shards[batch.shard ?? 0];
+    if (shard === undefined) {
+      throw new RangeError(
+        `Cannot acknowledge a batch of shard ${batch.shard}: the queue has ${this.shards.length}`,
+      );
+    }
+    return shard;
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * The queue as the stack's own tools (`./stack dlq`, `./stack stats`) reach
+ * it: the same variables the services read (QUEUE_NAME, QUEUE_SHARDS,
+ * REDIS_CLUSTER_NODES), so the tools see every shard, on a standalone Redis
+ * or a Redis Cluster alike.
+ *
+ * @module
+ */
+
+import { Cluster, Redis, type RedisOptions } from "ioredis";
+import { clusterNodes, type Env, parseEnv, queueVars } from "../../queue/config.ts";
+import { type QueueKeys, queueShards } from "../../queue/keys.ts";
+import { clusterOptions } from "../../queue/redis_options.ts";
+import type { RedisClient } from "../../queue/scripts.ts";
+
+/** A client and every shard's keys. */
+export interface QueueClient {
+  readonly redis: RedisClient;
+  readonly keys: readonly QueueKeys[];
+  /** True when `redis` is a Redis Cluster client. */
+  readonly cluster: boolean;
+}
+
+/**
+ * Connects `tool` to the queue `env` describes: `url` for a standalone Redis,
+ * or the cluster of REDIS_CLUSTER_NODES; throws a `TypeError` naming a bad
+ * variable.
+ */
+export function queueClient(
+  tool: string,
+  env: Env,
+  url: string,
+  options: RedisOptions = {},
+): QueueClient {
+  const { QUEUE_NAME, QUEUE_SHARDS, REDIS_CLUSTER_NODES } = parseEnv(tool, {
+    QUEUE_NAME: queueVars.QUEUE_NAME,
+    QUEUE_SHARDS: queueVars.QUEUE_SHARDS,
+    REDIS_CLUSTER_NODES: queueVars.REDIS_CLUSTER_NODES,
+  }, env);
+  const cluster = REDIS_CLUSTER_NODES !== "";
+  const redis = cluster
+    ? new Cluster(clusterNodes(REDIS_CLUSTER_NODES), {
+      ...clusterOptions(options),
+      lazyConnect: options.lazyConnect,
+    })
+    : new Redis(url, options);
+  return { redis, keys: queueShards(QUEUE_NAME, { shards: QUEUE_SHARDS, cluster }), cluster };
+}
