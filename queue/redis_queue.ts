@@ -50,6 +50,7 @@
  * @module
  */
 
+import { Cluster } from "ioredis";
 import { encodeEnvelope, type UserEnvelope } from "./envelope.ts";
 import type { QueueKeys } from "./keys.ts";
 import { defineQueueScripts, type RedisClient } from "./scripts.ts";
@@ -60,6 +61,18 @@ export class QueueFullError extends Error {
     super(`Cannot enqueue: the queue holds its maximum of ${maxLength} items`);
     this.name = "QueueFullError";
   }
+}
+
+/** A Redis Cluster's answer that a slot is served elsewhere. */
+const REDIRECT = /^(MOVED|ASK) /;
+
+/** How many times a confirmed write follows a redirect before it fails. */
+const MAX_REDIRECTS = 3;
+
+/** Reloads a cluster client's map of slots to nodes; nothing for a standalone client. */
+function refreshSlots(redis: RedisClient): Promise<void> {
+  if (!(redis instanceof Cluster)) return Promise.resolve();
+  return new Promise((resolve) => redis.refreshSlotsCache(() => resolve()));
 }
 
 /**
@@ -193,18 +206,29 @@ export class RedisQueue {
     call: (client: RedisClient) => Promise<T>,
   ): Promise<[reply: T, replicas: number]> {
     if (this.#waitReplicas === 0) return [await call(this.#redis), Infinity];
-    const pipeline = this.#redis.pipeline();
-    // Called on a pipeline, a command is only queued: the reply comes from exec().
-    void call(pipeline as unknown as RedisClient);
-    pipeline.wait(this.#waitReplicas, this.#waitTimeoutMs);
-    const replies = await pipeline.exec();
-    const [[scriptError, reply], [waitError, replicas]] = replies as [
-      [Error | null, T],
-      [Error | null, number],
-    ];
-    if (scriptError) throw scriptError;
-    if (waitError) throw waitError;
-    return [reply, replicas];
+    for (let attempt = 1;; attempt++) {
+      const pipeline = this.#redis.pipeline();
+      // Called on a pipeline, a command is only queued: the reply comes from exec().
+      void call(pipeline as unknown as RedisClient);
+      pipeline.wait(this.#waitReplicas, this.#waitTimeoutMs);
+      const replies = await pipeline.exec();
+      const [[scriptError, reply], [waitError, replicas]] = replies as [
+        [Error | null, T],
+        [Error | null, number],
+      ];
+      // The slot moved (a failover that left the old master alive, a
+      // resharding): the script did not run. ioredis follows a redirect for a
+      // single command, but not for a pipeline whose WAIT succeeded on the old
+      // node, and nothing else makes it refresh its slot map while that node
+      // lives; so refresh it here and send the pipeline again.
+      if (scriptError && REDIRECT.test(scriptError.message) && attempt < MAX_REDIRECTS) {
+        await refreshSlots(this.#redis);
+        continue;
+      }
+      if (scriptError) throw scriptError;
+      if (waitError) throw waitError;
+      return [reply, replicas];
+    }
   }
 
   /**
