@@ -223,12 +223,25 @@ Deno.test({
         timeoutMs: 60_000,
       });
       const status = await nodeStatus();
+      // Tasks replaced while starting (a consumer unhealthy while PostgreSQL initialises, say).
+      const replaced = ok(
+        "docker stack ps",
+        await docker(manager!, [
+          "stack",
+          "ps",
+          STACK,
+          "--no-trunc",
+          "--format",
+          "{{.DesiredState}} {{.Name}} {{.Node}}: {{.Error}}",
+        ]),
+      ).stdout.split("\n").filter((l) => l.startsWith("Shutdown ")).map((l) => l.slice(9));
       note(
         `swarm of 3: nodes ${JSON.stringify(status)}; engines and swarm in ${swarmMs} ms, ` +
           `images copied in ${loadMs} ms, deployed and ready through Traefik at ${baseUrl()} in ` +
           `${Date.now() - deployStarted} ms; Prometheus scraped all 6 replicas (${targetsMs} ms)`,
       );
       note(`swarm of 3: placement ${describePlacement(where)}`);
+      note(`swarm of 3: ${replaced.length} tasks replaced while starting: ${replaced.join("; ")}`);
       for (const service of ["traefik", "redis", "database", "prometheus"]) {
         assert.deepEqual(where[service], [manager!.hostname], `${service} on the data node`);
       }

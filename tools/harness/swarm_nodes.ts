@@ -1,9 +1,9 @@
 /**
  * A swarm of several Docker engines on this one machine, for tests: each engine is a "node" with
  * its own network namespace and address, hostname, mount namespace (so its own `/run`, hence its
- * own `/var/run/docker.sock` for what it runs), data root (in memory) and cgroup. The nodes meet on a bridge
- * of the host's, so the swarm's overlay network is real VXLAN between real addresses, and the host
- * reaches every node (its published ports, its engine's socket) the way an operator would.
+ * own `/var/run/docker.sock` for what it runs), data root (in memory) and cgroup. The nodes meet
+ * on a bridge of the host's, so the swarm's overlay network is real VXLAN between real addresses,
+ * and the host reaches every node (its published ports, its engine's socket) as an operator would.
  *
  * A node can be *lost*: its link goes down and everything it ran (engine, containerd, shims,
  * containers) is killed at once, as when a machine loses power. The swarm only learns of it
