@@ -210,6 +210,8 @@ ensure_docker_engine() {
   if ! command -v dockerd >/dev/null || ! command -v docker >/dev/null; then
     apt_install docker.io
   fi
+  # The three-node swarm test's network namespaces, bridge and veth links (tools/harness/swarm_nodes.ts).
+  if ! command -v ip >/dev/null; then apt_install iproute2; fi
   if docker info >/dev/null 2>&1; then return 0; fi
   local log="$STACK_TOOLS_DIR/dockerd.log" started=$SECONDS
   note "starting the Docker engine (dockerd; its log: $log)"
