@@ -88,9 +88,12 @@ return n
  * poison item cannot take a batch down with it), or {0, items…} with up to
  * max items from the main list, newest first, now also in the processing list.
  *
- * A consumer holds at most two batches: the one it is storing (at the right
- * end of its processing list, as the acknowledgement trims from there) and
- * the next, fetched while the first is being inserted (pushed at the left).
+ * The items go into the processing list oldest at the right, the end the
+ * acknowledgement trims from. A consumer holds at most two batches: the one
+ * it is storing (at the right) and the next (at the left), fetched while the
+ * first is being inserted, or taken in the same move as the first, whose
+ * oldest items the first batch then is. (Oldest at the right also makes a
+ * hand-back, which puts the list back at the front of the queue, keep FIFO.)
  * A recovered item is handed only to a consumer holding nothing, so a suspect
  * is never held beside other items: a fetch made while holding a batch (in
  * this shard's list or another's) gets nothing, {2}, when the retry list is
@@ -109,10 +112,7 @@ const FETCH = `#!lua flags=allow-oom
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end
 local unknown = redis.call('LLEN', KEYS[4]) - tonumber(ARGV[3])
 if unknown > 0 then
-  local held = redis.call('LRANGE', KEYS[4], 0, unknown - 1)
-  local newest_first = {}
-  for i = #held, 1, -1 do newest_first[#newest_first + 1] = held[i] end
-  return {0, newest_first}
+  return {0, redis.call('LRANGE', KEYS[4], 0, unknown - 1)}
 end
 if tonumber(ARGV[3]) > 0 or ARGV[4] == '1' then
   if redis.call('LLEN', KEYS[2]) > 0 then return {2} end
@@ -124,8 +124,10 @@ local items = redis.call('LRANGE', KEYS[3], -tonumber(ARGV[2]), -1)
 local n = #items
 if n == 0 then return {0} end
 redis.call('LTRIM', KEYS[3], 0, -n - 1)
+local oldest_first = {}
+for i = n, 1, -1 do oldest_first[#oldest_first + 1] = items[i] end
 for i = 1, n, 1000 do
-  redis.call('LPUSH', KEYS[4], unpack(items, i, math.min(i + 999, n)))
+  redis.call('LPUSH', KEYS[4], unpack(oldest_first, i, math.min(i + 999, n)))
 end
 return {0, items}
 `;

@@ -13,14 +13,17 @@
  *   retried with capped exponential backoff and jitter, forever while running;
  *   they are never dead-lettered. The outage is reported when it starts and
  *   when it ends.
- * - While a batch is being inserted, the next one is fetched (the insert
- *   waits on PostgreSQL, the fetch on Redis, so the two overlap instead of
- *   adding up). The consumer then holds two batches in its processing list;
- *   the fetch says how many items it already holds, and the acknowledgement
- *   of the first is sent only once that fetch has settled, so every move and
- *   trim of the list happens in an order the scripts expect. The next batch
- *   is not fetched early while the one in hand is a recovered suspect, so a
- *   poison item that crashes the process never makes new items suspects.
+ * - While one batch is inserted the next is fetched (the insert waits on
+ *   PostgreSQL, the fetch on Redis, so the two overlap instead of adding up)
+ *   once the consumer is in flow: from its second batch after starting, an
+ *   idle wait or a fencing on. The first batch after those is fetched alone,
+ *   so consumers waking together on a small backlog share it instead of the
+ *   first hoarding two batches while the others stay idle. The fetch says
+ *   how many items the consumer already holds, and the acknowledgement of the
+ *   first batch is sent only once that fetch has settled, so every move and
+ *   trim of the processing list happens in an order the scripts expect.
+ *   Nothing is fetched early while the batch in hand is a recovered suspect,
+ *   so a poison item that crashes the process never makes new items suspects.
  * - A heartbeat, refreshed on a timer independent of the work, says this
  *   consumer is alive however slow its inserts; each consumer periodically
  *   recovers the items of consumers whose heartbeat expired.
@@ -208,6 +211,10 @@ export class Consumer {
   readonly #postgres: Outage;
   #id: string;
   #inHand: Batch | undefined;
+  /** The batch after the one in hand, already in the processing list; null when none is. */
+  #next: Batch | undefined | null = null;
+  /** True once a batch was acknowledged with no idle wait or fencing since (see the module doc). */
+  #flowing = false;
   /** Aborted by {@linkcode stop}: calls made while idle are given up. */
   readonly #stopped = new AbortController();
   /** Aborted SHUTDOWN_TIMEOUT_MS after {@linkcode stop}: every call is given up. */
@@ -261,41 +268,47 @@ export class Consumer {
       o.onEvent({ event: "consumer_started", consumer_id: this.#id, batch_size: o.batchSize });
       this.#startTimers();
       // A batch fetched while the previous one was being stored; null when none was.
-      let next: Batch | undefined | null = null;
       // A batch already fetched is finished even once stopping: it is in hand.
-      while (!this.#stopping || next) {
-        const batch: Batch | undefined = next !== null
-          ? next
-          : await this.#retry(this.#redis, () => o.queue.fetch(this.#id, o.batchSize, 0));
-        next = null;
+      while (!this.#stopping || this.#next) {
+        let batch: Batch | undefined;
+        if (this.#next !== null) {
+          batch = this.#next;
+          this.#next = null;
+        } else {
+          batch = await this.#retry(this.#redis, () => o.queue.fetch(this.#id, o.batchSize, 0));
+        }
         if (batch === undefined) {
+          this.#flowing = false;
           await this.#reregister("its heartbeat expired and its work was recovered by others");
           continue;
         }
         if (batch.items.length === 0) {
+          this.#flowing = false;
           await this.#retry(this.#redis, () => this.#wait());
           continue;
         }
         this.#inHand = batch;
         o.onStep?.("fetched", batch);
-        const early: Promise<Batch | undefined | null> = batch.fromRetry
+        const early: Promise<Batch | undefined | null> = batch.fromRetry || !this.#flowing
           ? Promise.resolve(null)
           : this.#fetchEarly(batch);
         // Not acknowledged: we were fenced, so whatever the early fetch took was
         // (or will be) recovered with the rest of our list; it must not be stored
         // under the new id.
-        if (await this.#handle(batch, early)) {
-          next = await early;
+        this.#flowing = await this.#handle(batch, early);
+        if (this.#flowing) {
+          this.#next = await early;
           // Empty: the queue ran dry, or recovered items wait, which only a
           // fetch holding nothing may take; either way the next fetch decides.
-          if (next?.items.length === 0) next = null;
+          if (this.#next?.items.length === 0) this.#next = null;
         }
         this.#inHand = undefined;
       }
     } catch (error) {
       if (!(error instanceof Abandoned)) throw error;
       if (error.deadline) {
-        o.onEvent({ event: "shutdown_deadline", items: this.#inHand?.items.length ?? 0 });
+        const held = (this.#inHand?.items.length ?? 0) + (this.#next?.items.length ?? 0);
+        o.onEvent({ event: "shutdown_deadline", items: held });
       }
     } finally {
       this.#ended.abort();

@@ -524,9 +524,10 @@ Deno.test("Consumer fetches the next batch while storing one, saying what it hol
   store.beforeInsert = () => heldAtInsert.push(queue.held.get("c1")?.length ?? 0);
   void consumer.run();
   await until(clock, () => store.rows.size === 25, "every row stored");
-  // Each insert ran with the next batch already taken; the last found the list dry.
-  assert.deepEqual(heldAtInsert, [20, 15, 5]);
-  assert.deepEqual(queue.fetchHeld.slice(0, 4), [0, 10, 10, 5]);
+  // The first batch after starting is fetched alone; from the second on, each
+  // insert runs with the next batch already taken, and the last found the list dry.
+  assert.deepEqual(heldAtInsert, [10, 15, 5]);
+  assert.deepEqual(queue.fetchHeld.slice(0, 4), [0, 0, 10, 5]);
   assert.deepEqual(queue.storedIds, Array.from({ length: 25 }, (_, i) => JSON.parse(user(i)).id));
   await stop();
   assert.deepEqual(queue.items, [], "nothing handed back: every batch was acknowledged");
@@ -534,29 +535,31 @@ Deno.test("Consumer fetches the next batch while storing one, saying what it hol
 
 Deno.test("Consumer fenced while storing drops the batch it fetched early: recovery has it", async () => {
   const { clock, queue, store, named, consumer, stop } = setUp();
-  queue.push(...Array.from({ length: 20 }, (_, i) => user(i)));
+  queue.push(...Array.from({ length: 30 }, (_, i) => user(i)));
   store.beforeInsert = () => {
-    if (store.statements === 1) queue.fence("c1");
+    // The second batch's insert: the third is already taken.
+    if (store.statements === 2) queue.fence("c1");
   };
   void consumer.run();
-  await until(clock, () => store.rows.size === 20, "every row stored");
+  await until(clock, () => store.rows.size === 30, "every row stored");
   assert.equal(named("consumer_fenced").length, 1);
-  // c1's acknowledgement was refused; c2 stored all twenty, the early batch included.
-  assert.equal(queue.storedIds.length, 20);
-  assert.equal(new Set(queue.storedIds).size, 20);
+  // c1's second acknowledgement was refused; c2 stored the rest, the early batch included.
+  assert.equal(queue.storedIds.length, 30);
+  assert.equal(new Set(queue.storedIds).size, 30);
   await stop();
 });
 
 Deno.test("Consumer stopped mid-insert also stores the batch it fetched early, and takes no more", async () => {
   const { clock, queue, store, named, consumer, stop } = setUp();
-  queue.push(...Array.from({ length: 30 }, (_, i) => user(i)));
+  queue.push(...Array.from({ length: 40 }, (_, i) => user(i)));
   store.beforeInsert = () => {
-    if (store.statements === 1) void consumer.stop();
+    // The second batch's insert: the third is already taken.
+    if (store.statements === 2) void consumer.stop();
   };
   void consumer.run();
-  await until(clock, () => store.rows.size === 20, "both batches in hand stored");
+  await until(clock, () => store.rows.size === 30, "both batches in hand stored");
   await stop();
-  assert.equal(store.statements, 2);
-  assert.equal(queue.items.length, 10, "the third batch was never taken");
+  assert.equal(store.statements, 3);
+  assert.equal(queue.items.length, 10, "the fourth batch was never taken");
   assert.deepEqual(named("handed_back"), [{ event: "handed_back", consumer_id: "c1", items: 0 }]);
 });

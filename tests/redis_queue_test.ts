@@ -111,7 +111,7 @@ Deno.test("RedisQueue.fetch() with a batch held: a new batch, the same one again
     assert.ok(await queue.ack("c", first!, [], users.slice(0, 2).map((u) => u.id)));
     assert.deepEqual(
       (await redis.lrange(keys.processingPrefix + "c", 0, -1)).map((i) => JSON.parse(i).name),
-      ["user 2", "user 3"],
+      ["user 3", "user 2"],
     );
     // A recovered item waits: a fetch holding a batch gets nothing, one holding nothing gets it.
     await redis.lpush(keys.retry, "suspect");
