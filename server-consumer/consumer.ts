@@ -16,7 +16,8 @@
  * - While one batch is inserted the next is fetched (the insert waits on
  *   PostgreSQL, the fetch on Redis, so the two overlap instead of adding up)
  *   once the consumer is in flow: from its second batch after starting, an
- *   idle wait or a fencing on. The first batch after those is fetched alone,
+ *   idle wait or a fencing on, and while the batch in hand is full (a smaller
+ *   one emptied the queue). The first batch after those is fetched alone,
  *   so consumers waking together on a small backlog share it instead of the
  *   first hoarding two batches while the others stay idle. The fetch says
  *   how many items the consumer already holds, and the acknowledgement of the
@@ -289,9 +290,12 @@ export class Consumer {
         }
         this.#inHand = batch;
         o.onStep?.("fetched", batch);
-        const early: Promise<Batch | undefined | null> = batch.fromRetry || !this.#flowing
-          ? Promise.resolve(null)
-          : this.#fetchEarly(batch);
+        // A batch smaller than asked for emptied the queue: an early fetch would
+        // most likely come back empty, a round trip for nothing.
+        const early: Promise<Batch | undefined | null> =
+          batch.fromRetry || !this.#flowing || batch.items.length < o.batchSize
+            ? Promise.resolve(null)
+            : this.#fetchEarly(batch);
         // Not acknowledged: we were fenced, so whatever the early fetch took was
         // (or will be) recovered with the rest of our list; it must not be stored
         // under the new id.
