@@ -206,8 +206,9 @@ async function writeOutputs(
   await Deno.writeTextFile(paths[2]!, renderReport(results, verdicts));
   const inputs = capacityInputs(results);
   if (inputs !== undefined) {
+    paths.push(`${out}/capacity.svg`);
     await Deno.writeTextFile(
-      `${out}/capacity.svg`,
+      paths[3]!,
       await renderSvg(
         capacityChartSpec(
           capacityModel(inputs),
