@@ -11,21 +11,15 @@
  * @module
  */
 
+import { type CommandResult, runCommand } from "../tools/harness/run_command.ts";
 import { freePort } from "../tools/harness/ports.ts";
-import { REPO_DIR } from "../tools/harness/repo.ts";
 import { waitFor } from "../tools/harness/wait.ts";
 import type { Row } from "./delivery_check.ts";
 import type { Outcome } from "./fault_load.ts";
 import { PENDING_LISTS_SCRIPT, pendingFromReply } from "./pending_lists.ts";
 
 /** What a finished command printed. */
-export interface CommandResult {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-  /** How long it ran, in ms. */
-  readonly ms: number;
-}
+export type { CommandResult };
 
 /** A container of the project, as `docker compose ps` reports it. */
 export interface ContainerState {
@@ -46,8 +40,6 @@ interface K6Line {
   error: string | null;
 }
 
-const decoder = new TextDecoder();
-
 /**
  * Users not stored yet in the queue `users`, through a redis-cli that `cli` runs: the main, the
  * retry and the processing lists, counted in one atomic script (see `pending_lists.ts`).
@@ -66,34 +58,7 @@ export async function pendingIn(cli: (...args: string[]) => Promise<string>): Pr
 }
 
 /** Runs a program to completion; never throws for a non-zero exit. */
-export async function run(
-  program: string,
-  args: readonly string[],
-  { env, cwd = REPO_DIR, stdin }: { env?: Record<string, string>; cwd?: string; stdin?: string } =
-    {},
-): Promise<CommandResult> {
-  const started = Date.now();
-  const child = new Deno.Command(program, {
-    args: [...args],
-    cwd,
-    env,
-    stdin: stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (stdin !== undefined) {
-    const writer = child.stdin.getWriter();
-    await writer.write(new TextEncoder().encode(stdin));
-    await writer.close();
-  }
-  const output = await child.output();
-  return {
-    code: output.code,
-    stdout: decoder.decode(output.stdout),
-    stderr: decoder.decode(output.stderr),
-    ms: Date.now() - started,
-  };
-}
+export const run = runCommand;
 
 /** Throws with the command's output unless it exited 0. */
 export function ok(what: string, result: CommandResult): CommandResult {

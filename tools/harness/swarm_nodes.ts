@@ -17,14 +17,11 @@
  * @module
  */
 
+import { type CommandResult, runCommand } from "./run_command.ts";
 import { waitFor } from "./wait.ts";
 
 /** What a finished command printed. */
-export interface RunResult {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
+export type RunResult = CommandResult;
 
 /** One engine of the swarm. */
 export interface SwarmNode {
@@ -59,32 +56,8 @@ const STATE_ROOT = "/var/lib";
 const CGROUP_ROOT = "/sys/fs/cgroup";
 /** 10.213.N.0/24 for some N: private, and far from Docker's default pools (172.17+, 192.168). */
 const SUBNET_BASE = "10.213";
-const decoder = new TextDecoder();
 
-/** Runs a program to completion; never throws for a non-zero exit. */
-export async function runCommand(
-  program: string,
-  args: readonly string[],
-  { stdin }: { stdin?: string } = {},
-): Promise<RunResult> {
-  const child = new Deno.Command(program, {
-    args: [...args],
-    stdin: stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (stdin !== undefined) {
-    const writer = child.stdin.getWriter();
-    await writer.write(new TextEncoder().encode(stdin));
-    await writer.close();
-  }
-  const output = await child.output();
-  return {
-    code: output.code,
-    stdout: decoder.decode(output.stdout),
-    stderr: decoder.decode(output.stderr),
-  };
-}
+export { runCommand };
 
 /** Runs a program and returns its stdout; throws with its output unless it exited 0. */
 export async function mustRun(program: string, args: readonly string[]): Promise<string> {
