@@ -381,6 +381,8 @@ export class RedisQueue {
       consumerId,
       batch.items.length,
       batch.fromRetry ? "1" : "0",
+      // Oldest first: what the acknowledgement checks is still at the list's right end.
+      batch.items[0] ?? "",
       storedIds.length,
       ...storedIds,
       ...deadLetters.flatMap((letter) => [letter.id ?? "", letter.kind, JSON.stringify(letter)]),

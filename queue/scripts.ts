@@ -134,15 +134,23 @@ return {0, items}
 
 /**
  * KEYS: consumers, processing, deliveries, dead, queued ids, dead ids, dead
- * counts, stats. ARGV: consumer id, count, from retry ('1' or '0'), s, the s ids stored, then
- * for each dead letter three values: its user id ('' when unknown), its kind,
- * its JSON record.
+ * counts, stats. ARGV: consumer id, count, from retry ('1' or '0'), the
+ * batch's oldest item, s, the s ids stored, then for each dead letter three
+ * values: its user id ('' when unknown), its kind, its JSON record.
  * Acknowledges the oldest `count` items of the processing list (the batch just
  * handled: each fetch pushes at the left, so the oldest batch is at the right)
  * and records its dead letters, in one step. A fenced consumer acknowledges
  * nothing: its items were already handed to others, who will bury them too.
- * An empty processing list means this is a repeat of an acknowledgement that
- * ran but whose reply was lost: it does nothing, so no letter is buried twice.
+ *
+ * The batch's oldest item must be the one at the right end: otherwise this is
+ * a repeat of an acknowledgement that ran but whose reply was lost (a command
+ * timed out client-side and ran when Redis resumed, say), and it does
+ * nothing, so no letter is buried twice and, above all, nothing else is
+ * trimmed: the list may already hold the next batch, fetched while this one
+ * was stored, and trimming `count` items again would drop its oldest
+ * unstored. (The API's payloads carry their user's id, so two of them are
+ * never the same string; only the same payload pushed twice can be, and
+ * then either copy carries the whole of what the other does.)
  *
  * The index, in the same step: a stored id leaves the queued set (this runs
  * only after PostgreSQL committed, so from the moment the id is gone the row
@@ -156,20 +164,17 @@ return {0, items}
  */
 const ACK = `#!lua flags=allow-oom
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
-if redis.call('LLEN', KEYS[2]) == 0 then return 1 end
-if ARGV[3] == '1' then
-  local item = redis.call('LINDEX', KEYS[2], -1)
-  if item then redis.call('HDEL', KEYS[3], redis.sha1hex(item)) end
-end
-local stored = tonumber(ARGV[4])
+if redis.call('LINDEX', KEYS[2], -1) ~= ARGV[4] then return 1 end
+if ARGV[3] == '1' then redis.call('HDEL', KEYS[3], redis.sha1hex(ARGV[4])) end
+local stored = tonumber(ARGV[5])
 if stored > 0 then
-  for i = 5, 4 + stored, 1000 do
-    redis.call('SREM', KEYS[5], unpack(ARGV, i, math.min(i + 999, 4 + stored)))
+  for i = 6, 5 + stored, 1000 do
+    redis.call('SREM', KEYS[5], unpack(ARGV, i, math.min(i + 999, 5 + stored)))
   end
   redis.call('HINCRBY', KEYS[8], 'stored', stored)
   redis.call('HINCRBY', KEYS[8], 'stored:' .. ARGV[1], stored)
 end
-for i = 5 + stored, #ARGV, 3 do
+for i = 6 + stored, #ARGV, 3 do
   local id, kind, record = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   redis.call('LPUSH', KEYS[4], record)
   redis.call('HINCRBY', KEYS[7], kind, 1)
@@ -452,6 +457,7 @@ declare module "ioredis" {
       consumerId: string,
       count: number,
       fromRetry: "0" | "1",
+      oldestItem: string,
       storedCount: number,
       ...storedIdsThenDeadTriples: string[]
     ): Result<number, Context>;

@@ -127,3 +127,40 @@ Deno.test("RedisQueue.fetch() with a batch held: a new batch, the same one again
     redis.disconnect();
   }
 });
+
+Deno.test("RedisQueue.ack() repeated after a lost reply trims nothing, even with the next batch held", async () => {
+  await using server = await startRedis();
+  const redis = new Redis(server.url);
+  try {
+    const keys = queueKeys("repeat");
+    const queue = new RedisQueue(redis, keys);
+    const users = [0, 1, 2, 3].map((i) => ({
+      id: `01934d5e-7b7c-7a1e-9c3f-00000000003${i}`,
+      name: `user ${i}`,
+      enqueued_at: 1,
+    }));
+    await queue.enqueue(100, ...users);
+    await queue.register("c", 60_000);
+    const first = await queue.fetch("c", 2, 0);
+    // The next batch, fetched while the first was stored.
+    await queue.fetch("c", 2, 2);
+    const letter = {
+      payload: first!.items[1]!,
+      reason: "test",
+      kind: "invalid_item" as const,
+      dead_at: new Date(0).toISOString(),
+    };
+    assert.ok(await queue.ack("c", first!, [letter], [users[0]!.id]));
+    // Its reply was lost and the consumer sends it again: the list now holds
+    // only the next batch, whose oldest items the repeat must not trim.
+    assert.ok(await queue.ack("c", first!, [letter], [users[0]!.id]));
+    assert.deepEqual(
+      (await redis.lrange(keys.processingPrefix + "c", 0, -1)).map((i) => JSON.parse(i).name),
+      ["user 3", "user 2"],
+    );
+    assert.equal(await redis.llen(keys.dead), 1, "the letter is buried once");
+    assert.equal(await redis.hget(keys.stats, "stored"), "1", "the stored row counted once");
+  } finally {
+    redis.disconnect();
+  }
+});
