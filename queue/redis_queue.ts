@@ -53,7 +53,7 @@
 import { Cluster } from "ioredis";
 import { encodeEnvelope, type UserEnvelope } from "./envelope.ts";
 import type { QueueKeys } from "./keys.ts";
-import { defineQueueScripts, type RedisClient } from "./scripts.ts";
+import { defineQueueScripts, type FetchReply, type RedisClient } from "./scripts.ts";
 
 /** Raised by {@link RedisQueue.enqueue} when the queue is at its bound. */
 export class QueueFullError extends Error {
@@ -341,6 +341,11 @@ export class RedisQueue {
         holdingElsewhere ? "1" : "0",
       )
     );
+    return this.#batchOf(reply, replicas);
+  }
+
+  /** A fetch's reply (see `scripts.ts`, FETCH) as a batch; `undefined` when fenced. */
+  #batchOf(reply: FetchReply, replicas: number): Batch | undefined {
     if (reply === -1) return undefined;
     const [source, taken] = reply as [0 | 1 | 2, string[] | string | undefined];
     // Unconfirmed, the move could be undone by a failover after the insert:
@@ -361,15 +366,46 @@ export class RedisQueue {
    * Acknowledges a handled batch, records its dead letters and updates the
    * index (`storedIds` leave it, the dead letters' ids become their records)
    * in one step. Call it only once the stored rows are committed. Resolves
-   * false when the consumer was fenced (nothing was acknowledged).
+   * false when the consumer was fenced (nothing was acknowledged). A repeat
+   * of an acknowledgement that ran acknowledges nothing more.
    */
   async ack(
     consumerId: string,
     batch: Batch,
     deadLetters: readonly DeadLetter[] = [],
     storedIds: readonly string[] = [],
+  ): Promise<boolean> {
+    return await this.#ack(this.#redis, consumerId, batch, deadLetters, storedIds, 0) === 1;
+  }
+
+  /**
+   * {@linkcode ack}, and in the same script call the next batch, as
+   * {@linkcode fetch} takes it for a consumer holding nothing (call it only
+   * when the consumer holds no other batch). Resolves `undefined` when the
+   * consumer was fenced (nothing acknowledged, nothing taken).
+   */
+  async ackAndFetch(
+    consumerId: string,
+    batch: Batch,
+    deadLetters: readonly DeadLetter[],
+    storedIds: readonly string[],
+    max: number,
+  ): Promise<Batch | undefined> {
+    const [reply, replicas] = await this.#confirmed((redis) =>
+      this.#ack(redis, consumerId, batch, deadLetters, storedIds, max)
+    );
+    return this.#batchOf(reply === 0 ? -1 : reply as Exclude<typeof reply, 1>, replicas);
+  }
+
+  #ack(
+    redis: RedisClient,
+    consumerId: string,
+    batch: Batch,
+    deadLetters: readonly DeadLetter[],
+    storedIds: readonly string[],
+    next: number,
   ) {
-    const done = await this.#redis.queueAck(
+    return redis.queueAck(
       this.keys.consumers,
       this.keys.processingPrefix + consumerId,
       this.keys.deliveries,
@@ -378,16 +414,18 @@ export class RedisQueue {
       this.keys.deadIds,
       this.keys.deadCounts,
       this.keys.stats,
+      this.keys.retry,
+      this.keys.queue,
       consumerId,
       batch.items.length,
       batch.fromRetry ? "1" : "0",
       // Oldest first: what the acknowledgement checks is still at the list's right end.
       batch.items[0] ?? "",
+      next,
       storedIds.length,
       ...storedIds,
       ...deadLetters.flatMap((letter) => [letter.id ?? "", letter.kind, JSON.stringify(letter)]),
     );
-    return done === 1;
   }
 
   /**

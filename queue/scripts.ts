@@ -108,35 +108,60 @@ return n
  * item comes back as {0, item}, so its crash count is not cleared; it only
  * matters if it crashes consumers again.)
  */
-const FETCH = `#!lua flags=allow-oom
-if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end
-local unknown = redis.call('LLEN', KEYS[4]) - tonumber(ARGV[3])
+/**
+ * The taking step of FETCH, shared with ACK's fetch of the next batch: Lua
+ * over the locals `retry`, `queue`, `processing` (keys), `max`, `held`
+ * (numbers) and `elsewhere` (boolean), run once the consumer is known to be
+ * registered; it returns the script's reply (see FETCH).
+ */
+const TAKE = `
+local unknown = redis.call('LLEN', processing) - held
 if unknown > 0 then
-  return {0, redis.call('LRANGE', KEYS[4], 0, unknown - 1)}
+  return {0, redis.call('LRANGE', processing, 0, unknown - 1)}
 end
-if tonumber(ARGV[3]) > 0 or ARGV[4] == '1' then
-  if redis.call('LLEN', KEYS[2]) > 0 then return {2} end
+if held > 0 or elsewhere then
+  if redis.call('LLEN', retry) > 0 then return {2} end
 else
-  local retried = redis.call('RPOPLPUSH', KEYS[2], KEYS[4])
+  local retried = redis.call('RPOPLPUSH', retry, processing)
   if retried then return {1, retried} end
 end
-local items = redis.call('LRANGE', KEYS[3], -tonumber(ARGV[2]), -1)
+local items = redis.call('LRANGE', queue, -max, -1)
 local n = #items
 if n == 0 then return {0} end
-redis.call('LTRIM', KEYS[3], 0, -n - 1)
+redis.call('LTRIM', queue, 0, -n - 1)
 local oldest_first = {}
 for i = n, 1, -1 do oldest_first[#oldest_first + 1] = items[i] end
 for i = 1, n, 1000 do
-  redis.call('LPUSH', KEYS[4], unpack(oldest_first, i, math.min(i + 999, n)))
+  redis.call('LPUSH', processing, unpack(oldest_first, i, math.min(i + 999, n)))
 end
 return {0, items}
 `;
 
+const FETCH = `#!lua flags=allow-oom
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end
+local retry, queue, processing = KEYS[2], KEYS[3], KEYS[4]
+local max, held, elsewhere = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
+${TAKE}`;
+
 /**
  * KEYS: consumers, processing, deliveries, dead, queued ids, dead ids, dead
- * counts, stats. ARGV: consumer id, count, from retry ('1' or '0'), the
- * batch's oldest item, s, the s ids stored, then for each dead letter three
- * values: its user id ('' when unknown), its kind, its JSON record.
+ * counts, stats, retry, queue. ARGV: consumer id, count, from retry ('1' or
+ * '0'), the batch's oldest item, next (most items to fetch once
+ * acknowledged, 0 for none), s, the s ids stored, then for each dead letter
+ * three values: its user id ('' when unknown), its kind, its JSON record.
+ * Returns 0 when the consumer is fenced (nothing acknowledged, nothing
+ * fetched); otherwise 1 when next is 0, or else the next batch exactly as
+ * FETCH returns it for a consumer holding nothing.
+ *
+ * Why the fetch rides on the acknowledgement: a consumer that did not fetch
+ * its next batch during the insert (single mode, a batch smaller than asked
+ * for, the first batch after a pause) would otherwise make a second call
+ * right after this one; one script call instead of two is one round trip,
+ * one EVALSHA and one `MULTI … EXEC` in the append-only file less per batch,
+ * which in single mode is per user. The consumer then holds only the new
+ * batch (the acknowledged one is gone), so the fetch part is FETCH's with
+ * nothing held, including its repeat rule: a repeated call whose
+ * acknowledgement already ran returns the batch its lost reply carried.
  * Acknowledges the oldest `count` items of the processing list (the batch just
  * handled: each fetch pushes at the left, so the oldest batch is at the right)
  * and records its dead letters, in one step. A fenced consumer acknowledges
@@ -144,8 +169,8 @@ return {0, items}
  *
  * The batch's oldest item must be the one at the right end: otherwise this is
  * a repeat of an acknowledgement that ran but whose reply was lost (a command
- * timed out client-side and ran when Redis resumed, say), and it does
- * nothing, so no letter is buried twice and, above all, nothing else is
+ * timed out client-side and ran when Redis resumed, say), and it
+ * acknowledges nothing, so no letter is buried twice and, above all, nothing else is
  * trimmed: the list may already hold the next batch, fetched while this one
  * was stored, and trimming `count` items again would drop its oldest
  * unstored. (The API's payloads carry their user's id, so two of them are
@@ -164,27 +189,31 @@ return {0, items}
  */
 const ACK = `#!lua flags=allow-oom
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
-if redis.call('LINDEX', KEYS[2], -1) ~= ARGV[4] then return 1 end
-if ARGV[3] == '1' then redis.call('HDEL', KEYS[3], redis.sha1hex(ARGV[4])) end
-local stored = tonumber(ARGV[5])
-if stored > 0 then
-  for i = 6, 5 + stored, 1000 do
-    redis.call('SREM', KEYS[5], unpack(ARGV, i, math.min(i + 999, 5 + stored)))
+if redis.call('LINDEX', KEYS[2], -1) == ARGV[4] then
+  if ARGV[3] == '1' then redis.call('HDEL', KEYS[3], redis.sha1hex(ARGV[4])) end
+  local stored = tonumber(ARGV[6])
+  if stored > 0 then
+    for i = 7, 6 + stored, 1000 do
+      redis.call('SREM', KEYS[5], unpack(ARGV, i, math.min(i + 999, 6 + stored)))
+    end
+    redis.call('HINCRBY', KEYS[8], 'stored', stored)
+    redis.call('HINCRBY', KEYS[8], 'stored:' .. ARGV[1], stored)
   end
-  redis.call('HINCRBY', KEYS[8], 'stored', stored)
-  redis.call('HINCRBY', KEYS[8], 'stored:' .. ARGV[1], stored)
-end
-for i = 6 + stored, #ARGV, 3 do
-  local id, kind, record = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  redis.call('LPUSH', KEYS[4], record)
-  redis.call('HINCRBY', KEYS[7], kind, 1)
-  if id ~= '' and redis.call('SREM', KEYS[5], id) == 1 then
-    redis.call('HSET', KEYS[6], id, record)
+  for i = 7 + stored, #ARGV, 3 do
+    local id, kind, record = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    redis.call('LPUSH', KEYS[4], record)
+    redis.call('HINCRBY', KEYS[7], kind, 1)
+    if id ~= '' and redis.call('SREM', KEYS[5], id) == 1 then
+      redis.call('HSET', KEYS[6], id, record)
+    end
   end
+  redis.call('LTRIM', KEYS[2], 0, -tonumber(ARGV[2]) - 1)
 end
-redis.call('LTRIM', KEYS[2], 0, -tonumber(ARGV[2]) - 1)
-return 1
-`;
+local max = tonumber(ARGV[5])
+if max == 0 then return 1 end
+local retry, queue, processing = KEYS[9], KEYS[10], KEYS[2]
+local held, elsewhere = 0, false
+${TAKE}`;
 
 /** KEYS: consumers, heartbeat. ARGV: consumer id, ttl ms. Registers a consumer. */
 const REGISTER = `#!lua flags=allow-oom
@@ -422,7 +451,7 @@ export type OverviewReply = [
 ];
 
 /** The raw reply of the fetch script. */
-type FetchReply = -1 | [0 | 1, string[] | string] | [0] | [2];
+export type FetchReply = -1 | [0 | 1, string[] | string] | [0] | [2];
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
@@ -454,13 +483,16 @@ declare module "ioredis" {
       deadIds: string,
       deadCounts: string,
       stats: string,
+      retry: string,
+      queue: string,
       consumerId: string,
       count: number,
       fromRetry: "0" | "1",
       oldestItem: string,
+      next: number,
       storedCount: number,
       ...storedIdsThenDeadTriples: string[]
-    ): Result<number, Context>;
+    ): Result<0 | 1 | Exclude<FetchReply, -1>, Context>;
     queueRegister(
       consumers: string,
       heartbeat: string,
@@ -532,7 +564,7 @@ export const SCRIPTS_WITH_KEY_COUNT: readonly string[] = ["queueRecover", "queue
 export function defineQueueScripts(redis: RedisClient): void {
   redis.defineCommand("queueEnqueue", { numberOfKeys: 2, lua: ENQUEUE });
   redis.defineCommand("queueFetch", { numberOfKeys: 4, lua: FETCH });
-  redis.defineCommand("queueAck", { numberOfKeys: 8, lua: ACK });
+  redis.defineCommand("queueAck", { numberOfKeys: 10, lua: ACK });
   redis.defineCommand("queueRegister", { numberOfKeys: 2, lua: REGISTER });
   redis.defineCommand("queueHeartbeat", { numberOfKeys: 2, lua: HEARTBEAT });
   // A varying number of keys (two per consumer): the caller passes the count first.

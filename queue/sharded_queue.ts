@@ -133,6 +133,32 @@ export class ShardedQueue {
   }
 
   /**
+   * {@linkcode ack}, and with one shard the next batch in the same call
+   * (`RedisQueue.ackAndFetch`). With several, null once acknowledged: the
+   * next batch may be another shard's, so it takes a {@linkcode fetch} of its
+   * own, which keeps every shard's turn. `undefined` when fenced.
+   */
+  async ackAndFetch(
+    consumerId: string,
+    batch: Batch,
+    deadLetters: readonly DeadLetter[],
+    storedIds: readonly string[],
+    max: number,
+  ): Promise<Batch | undefined | null> {
+    if (this.shards.length > 1) {
+      return await this.ack(consumerId, batch, deadLetters, storedIds) ? null : undefined;
+    }
+    const next = await this.#shardOf(batch).ackAndFetch(
+      consumerId,
+      batch,
+      deadLetters,
+      storedIds,
+      max,
+    );
+    return next && { ...next, shard: 0 };
+  }
+
+  /**
    * Recovers dead consumers' work in every shard. `consumers` is the most
    * found dead in one shard (each consumer is registered in every shard).
    */

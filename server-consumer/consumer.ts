@@ -25,6 +25,11 @@
  *   trim of the processing list happens in an order the scripts expect.
  *   Nothing is fetched early while the batch in hand is a recovered suspect,
  *   so a poison item that crashes the process never makes new items suspects.
+ * - When no batch was fetched early (single mode, whose batch of one is not
+ *   worth overlapping; a batch smaller than asked for; the first after a
+ *   pause), the acknowledgement fetches the next batch in the same script
+ *   call, unless stopping: one call per batch instead of two. It takes what
+ *   a fetch holding nothing would, so the same rules hold.
  * - A heartbeat, refreshed on a timer independent of the work, says this
  *   consumer is alive however slow its inserts; each consumer periodically
  *   recovers the items of consumers whose heartbeat expired.
@@ -68,6 +73,18 @@ export interface ConsumerQueue {
     deadLetters: readonly DeadLetter[],
     storedIds: readonly string[],
   ): Promise<boolean>;
+  /**
+   * `ack`, and in the same call the next batch for a consumer holding
+   * nothing else: `undefined` when fenced (nothing acknowledged), null when
+   * acknowledged but the queue fetches separately (several shards).
+   */
+  ackAndFetch(
+    consumerId: string,
+    batch: Batch,
+    deadLetters: readonly DeadLetter[],
+    storedIds: readonly string[],
+    max: number,
+  ): Promise<Batch | undefined | null>;
   recover(maxCrashes: number): Promise<{ recovered: number; buried: number; consumers: number }>;
   handBack(consumerId: string): Promise<number>;
 }
@@ -291,20 +308,23 @@ export class Consumer {
         this.#inHand = batch;
         o.onStep?.("fetched", batch);
         // A batch smaller than asked for emptied the queue: an early fetch would
-        // most likely come back empty, a round trip for nothing.
-        const early: Promise<Batch | undefined | null> =
-          batch.fromRetry || !this.#flowing || batch.items.length < o.batchSize
-            ? Promise.resolve(null)
-            : this.#fetchEarly(batch);
+        // most likely come back empty, a round trip for nothing. A batch of one
+        // is not worth overlapping: its fetch rides on the acknowledgement.
+        const fetchEarly = o.batchSize > 1 && this.#flowing && !batch.fromRetry &&
+          batch.items.length === o.batchSize;
+        const early = fetchEarly ? this.#fetchEarly(batch) : Promise.resolve(null);
         // Not acknowledged: we were fenced, so whatever the early fetch took was
         // (or will be) recovered with the rest of our list; it must not be stored
         // under the new id.
-        this.#flowing = await this.#handle(batch, early);
-        if (this.#flowing) {
-          this.#next = await early;
-          // Empty: the queue ran dry, or recovered items wait, which only a
-          // fetch holding nothing may take; either way the next fetch decides.
-          if (this.#next?.items.length === 0) this.#next = null;
+        const next = await this.#handle(batch, early, !fetchEarly);
+        this.#flowing = next !== undefined;
+        if (next !== undefined) {
+          // Fetched with the acknowledgement, holding nothing else: an empty
+          // batch means the queue is empty, and the loop waits for items.
+          this.#next = next ?? await early;
+          // Fetched early, empty: the queue ran dry, or recovered items wait,
+          // which only a fetch holding nothing may take; the next fetch decides.
+          if (next === null && this.#next?.items.length === 0) this.#next = null;
         }
         this.#inHand = undefined;
       }
@@ -382,11 +402,18 @@ export class Consumer {
   }
 
   /**
-   * Stores and acknowledges `batch`; resolves false when the consumer was
-   * fenced. The acknowledgement waits for `early` (the next batch's fetch) to
-   * settle, so the fetch's count of held items stays true while it runs.
+   * Stores and acknowledges `batch`; resolves `undefined` when the consumer
+   * was fenced. The acknowledgement waits for `early` (the next batch's
+   * fetch) to settle, so the fetch's count of held items stays true while it
+   * runs. With `fetchNext` (no early fetch was made) and unless stopping, the
+   * acknowledgement also fetches the next batch, which it resolves to (null
+   * when the queue fetches separately, as after a plain acknowledgement).
    */
-  async #handle(batch: Batch, early: Promise<unknown>): Promise<boolean> {
+  async #handle(
+    batch: Batch,
+    early: Promise<unknown>,
+    fetchNext: boolean,
+  ): Promise<Batch | null | undefined> {
     const o = this.#o;
     const deadLetters: DeadLetter[] = [];
     const users: UserEnvelope[] = [];
@@ -438,17 +465,23 @@ export class Consumer {
     // Both batches are held here: a crash at this step leaves the stored batch
     // and the one fetched during its insert for recovery.
     o.onStep?.("stored", batch);
-    const acked = await this.#retry(
+    const next = await this.#retry(
       this.#redis,
-      () => o.queue.ack(this.#id, batch, deadLetters, storedIds),
+      // Decided at each attempt: once stopping, the loop takes no new batch.
+      () =>
+        fetchNext && !this.#stopping
+          ? o.queue.ackAndFetch(this.#id, batch, deadLetters, storedIds, o.batchSize)
+          : o.queue.ack(this.#id, batch, deadLetters, storedIds).then((acked) =>
+            acked ? null : undefined
+          ),
       { finishing: true },
     );
-    if (!acked) {
+    if (next === undefined) {
       // Our items were recovered while we worked; they will be redelivered and
       // the idempotent insert absorbs the repeat. They are counted (and their
       // dead letters buried) by whoever acknowledges them, so not here.
       await this.#reregister("it was presumed dead while storing a batch");
-      return false;
+      return undefined;
     }
     this.stats.batches++;
     this.stats.stored += stored;
@@ -472,7 +505,7 @@ export class Consumer {
           : { event: "dead_lettered", reason, sqlstate },
       );
     }
-    return true;
+    return next;
   }
 
   async #reregister(reason: string): Promise<void> {

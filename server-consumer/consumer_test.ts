@@ -155,6 +155,26 @@ class MemoryQueue implements ConsumerQueue {
     return Promise.resolve(true);
   }
 
+  /** Calls of {@linkcode ackAndFetch}, which fetch with no count of held items. */
+  ackFetches = 0;
+
+  async ackAndFetch(
+    consumerId: string,
+    batch: Batch,
+    deadLetters: readonly DeadLetter[],
+    storedIds: readonly string[],
+    max: number,
+  ): Promise<Batch | undefined> {
+    if (!await this.ack(consumerId, batch, deadLetters, storedIds)) return undefined;
+    this.ackFetches++;
+    const list = this.held.get(consumerId)!;
+    // Beyond the acknowledged batch: a fetch whose reply it never got.
+    if (list.length > 0) return { items: [...list], fromRetry: false };
+    const items = this.items.splice(0, max);
+    list.push(...items);
+    return { items, fromRetry: false };
+  }
+
   recover(): Promise<{ recovered: number; buried: number; consumers: number }> {
     return Promise.resolve({ recovered: 0, buried: 0, consumers: 0 });
   }
@@ -231,8 +251,11 @@ function outages(events: readonly ConsumerEvent[]): [string, string][] {
 
 /** A consumer over the fakes, its events, and its first id `c1` (then `c2`, …). */
 function setUp(
-  options: { shutdownTimeoutMs?: number; waitForItems?: (seconds: number) => Promise<unknown> } =
-    {},
+  options: {
+    shutdownTimeoutMs?: number;
+    waitForItems?: (seconds: number) => Promise<unknown>;
+    batchSize?: number;
+  } = {},
 ) {
   const clock = new FakeClock();
   const queue = new MemoryQueue();
@@ -248,7 +271,7 @@ function setUp(
     waitForItems: options.waitForItems ??
       ((seconds) => clock.sleep(seconds * 1_000, stopping.signal)),
     store,
-    batchSize: 10,
+    batchSize: options.batchSize ?? 10,
     heartbeatTtlMs: 5_000,
     recoveryIntervalMs: 2_000,
     maxCrashes: 3,
@@ -524,13 +547,47 @@ Deno.test("Consumer fetches the next batch while storing one, saying what it hol
   store.beforeInsert = () => heldAtInsert.push(queue.held.get("c1")?.length ?? 0);
   void consumer.run();
   await until(clock, () => store.rows.size === 25, "every row stored");
-  // The first batch after starting is fetched alone; from the second on, each
-  // insert runs with the next batch already taken, and the last found the list dry.
+  // The first batch after starting is fetched alone and the second with its
+  // acknowledgement; from then on each full batch's insert runs with the next
+  // batch already taken; the last, not full, fetched with its acknowledgement
+  // and found the list dry.
   assert.deepEqual(heldAtInsert, [10, 15, 5]);
-  assert.deepEqual(queue.fetchHeld.slice(0, 4), [0, 0, 10, 0]);
+  assert.deepEqual(queue.fetchHeld.slice(0, 2), [0, 10]);
+  assert.equal(queue.ackFetches, 2);
   assert.deepEqual(queue.storedIds, Array.from({ length: 25 }, (_, i) => JSON.parse(user(i)).id));
   await stop();
   assert.deepEqual(queue.items, [], "nothing handed back: every batch was acknowledged");
+});
+
+Deno.test("Consumer in single mode fetches each next item with the acknowledgement", async () => {
+  const { clock, queue, store, consumer, stop } = setUp({ batchSize: 1 });
+  queue.push(...Array.from({ length: 5 }, (_, i) => user(i)));
+  const heldAtInsert: number[] = [];
+  store.beforeInsert = () => heldAtInsert.push(queue.held.get("c1")?.length ?? 0);
+  void consumer.run();
+  await until(clock, () => store.rows.size === 5, "every row stored");
+  // One fetch to start; then one call per item, which acknowledges it and takes the next.
+  assert.deepEqual(heldAtInsert, [1, 1, 1, 1, 1]);
+  assert.deepEqual(queue.fetchHeld.slice(0, 1), [0]);
+  assert.equal(queue.ackFetches, 5);
+  assert.deepEqual(queue.storedIds, Array.from({ length: 5 }, (_, i) => JSON.parse(user(i)).id));
+  await stop();
+  assert.deepEqual(queue.items, [], "nothing handed back");
+});
+
+Deno.test("Consumer stopped mid-insert acknowledges without fetching, and takes no more", async () => {
+  const { clock, queue, store, named, consumer, stop } = setUp({ batchSize: 1 });
+  queue.push(...Array.from({ length: 5 }, (_, i) => user(i)));
+  store.beforeInsert = () => {
+    if (store.statements === 2) void consumer.stop();
+  };
+  void consumer.run();
+  await until(clock, () => store.rows.size === 2, "the item in hand stored");
+  await stop();
+  assert.equal(store.statements, 2);
+  assert.equal(queue.ackFetches, 1, "the second acknowledgement fetched nothing");
+  assert.equal(queue.items.length, 3);
+  assert.deepEqual(named("handed_back"), [{ event: "handed_back", consumer_id: "c1", items: 0 }]);
 });
 
 Deno.test("Consumer fenced while storing drops the batch it fetched early: recovery has it", async () => {

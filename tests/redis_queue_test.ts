@@ -164,3 +164,49 @@ Deno.test("RedisQueue.ack() repeated after a lost reply trims nothing, even with
     redis.disconnect();
   }
 });
+
+Deno.test("RedisQueue.ackAndFetch() acknowledges and takes the next batch in one call; a repeat returns the same batch", async () => {
+  await using server = await startRedis();
+  const redis = new Redis(server.url);
+  try {
+    const keys = queueKeys("ackfetch");
+    const queue = new RedisQueue(redis, keys);
+    const users = [0, 1, 2, 3, 4].map((i) => ({
+      id: `01934d5e-7b7c-7a1e-9c3f-00000000004${i}`,
+      name: `user ${i}`,
+      enqueued_at: 1,
+    }));
+    await queue.enqueue(100, ...users);
+    await queue.register("c", 60_000);
+    const names = (batch: { readonly items: readonly string[] } | undefined | null) =>
+      batch?.items.map((item) => JSON.parse(item).name);
+    const first = await queue.fetch("c", 2, 0);
+    const second = await queue.ackAndFetch("c", first!, [], users.slice(0, 2).map((u) => u.id), 2);
+    assert.deepEqual(names(second), ["user 2", "user 3"]);
+    assert.deepEqual(
+      (await redis.lrange(keys.processingPrefix + "c", 0, -1)).map((i) => JSON.parse(i).name),
+      ["user 3", "user 2"],
+      "the first batch acknowledged, the second held",
+    );
+    // The reply was lost: the repeat acknowledges nothing more and returns the same batch.
+    const again = await queue.ackAndFetch("c", first!, [], users.slice(0, 2).map((u) => u.id), 2);
+    assert.deepEqual(names(again), ["user 2", "user 3"]);
+    assert.equal(await redis.hget(keys.stats, "stored"), "2");
+    // A recovered item waits: a consumer holding nothing once acknowledged takes it.
+    await redis.lpush(keys.retry, "suspect");
+    assert.deepEqual(
+      await queue.ackAndFetch("c", second!, [], users.slice(2, 4).map((u) => u.id), 2),
+      { items: ["suspect"], fromRetry: true },
+    );
+    // Fenced: nothing acknowledged, nothing taken.
+    await redis.srem(keys.consumers, "c");
+    assert.equal(
+      await queue.ackAndFetch("c", { items: ["suspect"], fromRetry: true }, [], [], 2),
+      undefined,
+    );
+    assert.deepEqual(await redis.lrange(keys.processingPrefix + "c", 0, -1), ["suspect"]);
+    assert.equal(await redis.llen(keys.queue), 1, "user 4 still queued");
+  } finally {
+    redis.disconnect();
+  }
+});

@@ -349,3 +349,29 @@ Deno.test("ShardedQueue: a batch fetched while one is held; a suspect in another
     redis.disconnect();
   }
 });
+
+Deno.test("ShardedQueue.ackAndFetch(): the next batch with one shard; with several, only the acknowledgement", async () => {
+  await using server = await startRedis();
+  const redis = new Redis(server.url);
+  try {
+    for (const shards of [1, 3]) {
+      const queue = new ShardedQueue(redis, queueShards(`af${shards}`, { shards }));
+      await pushAll(queue, users(30));
+      await queue.register("c1", 60_000);
+      const batch = await queue.fetch("c1", 4);
+      const ids = batch!.items.map((item) => JSON.parse(item).id as string);
+      const next = await queue.ackAndFetch("c1", batch!, [], ids, 4);
+      if (shards === 1) {
+        assert.equal(next?.items.length, 4);
+        assert.equal(next?.shard, 0);
+      } else {
+        // The next batch may be another shard's: the caller's fetch takes it in turn.
+        assert.equal(next, null);
+      }
+      assert.equal((await queue.depth()).processing, shards === 1 ? 4 : 0);
+      assert.equal((await readOverview(redis, queue.keys)).stored_total, 4);
+    }
+  } finally {
+    redis.disconnect();
+  }
+});
