@@ -23,7 +23,7 @@ import type { ContentfulStatusCode } from "@hono/hono/utils/http-status";
 import { v7 as uuidv7 } from "uuid";
 import { z } from "zod";
 import { isUuid, nameProblem, type UserEnvelope } from "../queue/envelope.ts";
-import { withDeadline } from "../queue/deadline.ts";
+import { SharedDeadline } from "../queue/deadline.ts";
 import { aliveResponse, Readiness } from "../queue/readiness.ts";
 import { QueueFullError, WriteUnconfirmedError } from "../queue/redis_queue.ts";
 import type { StoredUser } from "../schema/users_table.ts";
@@ -102,6 +102,10 @@ export function createApp(options: AppOptions): Hono {
     metrics,
   } = options;
   const app = new Hono();
+  // Every push waits at most the same bound: one timer for all of them.
+  const acceptDeadline = acceptTimeoutMs === Infinity
+    ? undefined
+    : new SharedDeadline(acceptTimeoutMs, "accept the user as the queue is too slow");
 
   if (metrics !== undefined) {
     // First, so that it times the whole answer and sees every request, matched or not.
@@ -127,11 +131,8 @@ export function createApp(options: AppOptions): Hono {
       const name = parseUser(decodeBody(await c.req.arrayBuffer()));
       const id = newId();
       try {
-        await withDeadline(
-          accept({ id, name, enqueued_at: Date.now() }),
-          acceptTimeoutMs,
-          "accept the user as the queue is too slow",
-        );
+        const accepted = accept({ id, name, enqueued_at: Date.now() });
+        await (acceptDeadline === undefined ? accepted : acceptDeadline.race(accepted));
       } catch (error) {
         c.header("Retry-After", String(retryAfterSeconds));
         if (error instanceof QueueFullError) {
