@@ -375,14 +375,18 @@ export class RedisQueue {
     deadLetters: readonly DeadLetter[] = [],
     storedIds: readonly string[] = [],
   ): Promise<boolean> {
-    return await this.#ack(this.#redis, consumerId, batch, deadLetters, storedIds, 0) === 1;
+    return await this.#ack(this.#redis, consumerId, batch, deadLetters, storedIds, 0, 0) === 1;
   }
+
+  /** {@linkcode ackAndFetch} fetches, always (the consumer's loop asks). */
+  readonly fetchesWithAck = true;
 
   /**
    * {@linkcode ack}, and in the same script call the next batch, as
-   * {@linkcode fetch} takes it for a consumer holding nothing (call it only
-   * when the consumer holds no other batch). Resolves `undefined` when the
-   * consumer was fenced (nothing acknowledged, nothing taken).
+   * {@linkcode fetch} takes it for a consumer holding `held` items once
+   * `batch` is acknowledged (the batch fetched while `batch` was stored, or
+   * none). Resolves `undefined` when the consumer was fenced (nothing
+   * acknowledged, nothing taken).
    */
   async ackAndFetch(
     consumerId: string,
@@ -390,9 +394,10 @@ export class RedisQueue {
     deadLetters: readonly DeadLetter[],
     storedIds: readonly string[],
     max: number,
+    held = 0,
   ): Promise<Batch | undefined> {
     const [reply, replicas] = await this.#confirmed((redis) =>
-      this.#ack(redis, consumerId, batch, deadLetters, storedIds, max)
+      this.#ack(redis, consumerId, batch, deadLetters, storedIds, max, held)
     );
     return this.#batchOf(reply === 0 ? -1 : reply as Exclude<typeof reply, 1>, replicas);
   }
@@ -404,6 +409,7 @@ export class RedisQueue {
     deadLetters: readonly DeadLetter[],
     storedIds: readonly string[],
     next: number,
+    heldAfter: number,
   ) {
     return redis.queueAck(
       this.keys.consumers,
@@ -422,6 +428,7 @@ export class RedisQueue {
       // Oldest first: what the acknowledgement checks is still at the list's right end.
       batch.items[0] ?? "",
       next,
+      heldAfter,
       storedIds.length,
       ...storedIds,
       ...deadLetters.flatMap((letter) => [letter.id ?? "", letter.kind, JSON.stringify(letter)]),

@@ -147,21 +147,14 @@ ${TAKE}`;
  * KEYS: consumers, processing, deliveries, dead, queued ids, dead ids, dead
  * counts, stats, retry, queue. ARGV: consumer id, count, from retry ('1' or
  * '0'), the batch's oldest item, next (most items to fetch once
- * acknowledged, 0 for none), s, the s ids stored, then for each dead letter
- * three values: its user id ('' when unknown), its kind, its JSON record.
+ * acknowledged, 0 for none), held (items the consumer still holds once this
+ * batch is acknowledged: the batch fetched while this one was stored, or 0),
+ * s, the s ids stored, then for each dead letter three values: its user id
+ * ('' when unknown), its kind, its JSON record.
  * Returns 0 when the consumer is fenced (nothing acknowledged, nothing
  * fetched); otherwise 1 when next is 0, or else the next batch exactly as
- * FETCH returns it for a consumer holding nothing.
+ * FETCH returns it for a consumer holding `held` items.
  *
- * Why the fetch rides on the acknowledgement: a consumer that did not fetch
- * its next batch during the insert (single mode, a batch smaller than asked
- * for, the first batch after a pause) would otherwise make a second call
- * right after this one; one script call instead of two is one round trip,
- * one EVALSHA and one `MULTI … EXEC` in the append-only file less per batch,
- * which in single mode is per user. The consumer then holds only the new
- * batch (the acknowledged one is gone), so the fetch part is FETCH's with
- * nothing held, including its repeat rule: a repeated call whose
- * acknowledgement already ran returns the batch its lost reply carried.
  * Acknowledges the oldest `count` items of the processing list (the batch just
  * handled: each fetch pushes at the left, so the oldest batch is at the right)
  * and records its dead letters, in one step. A fenced consumer acknowledges
@@ -169,13 +162,20 @@ ${TAKE}`;
  *
  * The batch's oldest item must be the one at the right end: otherwise this is
  * a repeat of an acknowledgement that ran but whose reply was lost (a command
- * timed out client-side and ran when Redis resumed, say), and it
- * acknowledges nothing, so no letter is buried twice and, above all, nothing else is
+ * timed out client-side and ran when Redis resumed, say), and it acknowledges
+ * nothing, so no letter is buried twice and, above all, nothing else is
  * trimmed: the list may already hold the next batch, fetched while this one
  * was stored, and trimming `count` items again would drop its oldest
  * unstored. (The API's payloads carry their user's id, so two of them are
  * never the same string; only the same payload pushed twice can be, and
  * then either copy carries the whole of what the other does.)
+ *
+ * Why the fetch rides on the acknowledgement: the consumer needs its next
+ * batch either way, and one script call instead of two is one round trip,
+ * one EVALSHA and one `MULTI … EXEC` in the append-only file less per batch
+ * (per user, in single mode). The fetch part is FETCH's, repeat rule
+ * included: a call repeated after a lost reply acknowledges nothing more and
+ * returns the batch that reply carried.
  *
  * The index, in the same step: a stored id leaves the queued set (this runs
  * only after PostgreSQL committed, so from the moment the id is gone the row
@@ -191,15 +191,15 @@ const ACK = `#!lua flags=allow-oom
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
 if redis.call('LINDEX', KEYS[2], -1) == ARGV[4] then
   if ARGV[3] == '1' then redis.call('HDEL', KEYS[3], redis.sha1hex(ARGV[4])) end
-  local stored = tonumber(ARGV[6])
+  local stored = tonumber(ARGV[7])
   if stored > 0 then
-    for i = 7, 6 + stored, 1000 do
-      redis.call('SREM', KEYS[5], unpack(ARGV, i, math.min(i + 999, 6 + stored)))
+    for i = 8, 7 + stored, 1000 do
+      redis.call('SREM', KEYS[5], unpack(ARGV, i, math.min(i + 999, 7 + stored)))
     end
     redis.call('HINCRBY', KEYS[8], 'stored', stored)
     redis.call('HINCRBY', KEYS[8], 'stored:' .. ARGV[1], stored)
   end
-  for i = 7 + stored, #ARGV, 3 do
+  for i = 8 + stored, #ARGV, 3 do
     local id, kind, record = ARGV[i], ARGV[i + 1], ARGV[i + 2]
     redis.call('LPUSH', KEYS[4], record)
     redis.call('HINCRBY', KEYS[7], kind, 1)
@@ -212,7 +212,7 @@ end
 local max = tonumber(ARGV[5])
 if max == 0 then return 1 end
 local retry, queue, processing = KEYS[9], KEYS[10], KEYS[2]
-local held, elsewhere = 0, false
+local held, elsewhere = tonumber(ARGV[6]), false
 ${TAKE}`;
 
 /** KEYS: consumers, heartbeat. ARGV: consumer id, ttl ms. Registers a consumer. */
@@ -490,6 +490,7 @@ declare module "ioredis" {
       fromRetry: "0" | "1",
       oldestItem: string,
       next: number,
+      heldAfter: number,
       storedCount: number,
       ...storedIdsThenDeadTriples: string[]
     ): Result<0 | 1 | Exclude<FetchReply, -1>, Context>;

@@ -132,9 +132,15 @@ export class ShardedQueue {
     return this.#shardOf(batch).ack(consumerId, batch, deadLetters, storedIds);
   }
 
+  /** True when {@linkcode ackAndFetch} fetches: with one shard. */
+  get fetchesWithAck(): boolean {
+    return this.shards.length === 1;
+  }
+
   /**
    * {@linkcode ack}, and with one shard the next batch in the same call
-   * (`RedisQueue.ackAndFetch`). With several, null once acknowledged: the
+   * (`RedisQueue.ackAndFetch`, for a consumer holding `held` items once
+   * acknowledged). With several, null once acknowledged: the
    * next batch may be another shard's, so it takes a {@linkcode fetch} of its
    * own, which keeps every shard's turn. `undefined` when fenced.
    */
@@ -144,6 +150,7 @@ export class ShardedQueue {
     deadLetters: readonly DeadLetter[],
     storedIds: readonly string[],
     max: number,
+    held = 0,
   ): Promise<Batch | undefined | null> {
     if (this.shards.length > 1) {
       return await this.ack(consumerId, batch, deadLetters, storedIds) ? null : undefined;
@@ -154,6 +161,7 @@ export class ShardedQueue {
       deadLetters,
       storedIds,
       max,
+      held,
     );
     return next && { ...next, shard: 0 };
   }

@@ -13,30 +13,33 @@
  *   retried with capped exponential backoff and jitter, forever while running;
  *   they are never dead-lettered. The outage is reported when it starts and
  *   when it ends.
- * - While one batch is inserted the next is fetched (the insert waits on
+ * - While one batch is inserted the next is taken (the insert waits on
  *   PostgreSQL, the fetch on Redis, so the two overlap instead of adding up)
  *   once the consumer is in flow: from its second batch after starting, an
  *   idle wait or a fencing on, and while the batch in hand is full (a smaller
  *   one emptied the queue). The first batch after those is fetched alone,
  *   so consumers waking together on a small backlog share it instead of the
- *   first hoarding two batches while the others stay idle. The fetch says
- *   how many items the consumer already holds, and the acknowledgement of the
- *   first batch is sent only once that fetch has settled, so every move and
- *   trim of the processing list happens in an order the scripts expect.
- *   Nothing is fetched early while the batch in hand is a recovered suspect,
- *   so a poison item that crashes the process never makes new items suspects.
- * - When no batch was fetched early (single mode, whose batch of one is not
- *   worth overlapping; a batch smaller than asked for; the first after a
- *   pause), the acknowledgement fetches the next batch in the same script
- *   call, unless stopping: one call per batch instead of two. It takes what
- *   a fetch holding nothing would, so the same rules hold.
+ *   first hoarding two batches while the others stay idle. In flow, a
+ *   batch's acknowledgement carries the fetch of the batch after the next
+ *   and runs during the next one's insert: one script call per batch (per
+ *   user in single mode), overlapped. Each fetch says how many items the
+ *   consumer will hold besides what it takes, and every call that moves or
+ *   trims the processing list is sent only once the previous one has
+ *   settled, so each happens in an order the scripts expect; a repeat after
+ *   a lost reply takes and trims nothing more. Nothing is fetched alongside
+ *   a recovered suspect, so a poison item that crashes the process never
+ *   makes new items suspects.
+ * - When nothing was taken during the insert (the first batch after a
+ *   pause, a batch smaller than asked for, or a suspect), the
+ *   acknowledgement fetches the next batch in the same call, unless
+ *   stopping.
  * - A heartbeat, refreshed on a timer independent of the work, says this
  *   consumer is alive however slow its inserts; each consumer periodically
  *   recovers the items of consumers whose heartbeat expired.
  * - On stop, the loop takes no new batch (a wait or a fetch in progress is
  *   given up at once), finishes what it holds, the batch being stored and the
- *   one fetched during its insert (or, at the shutdown deadline, gives up
- *   even a call in progress and hands both back to the front of the queue),
+ *   one taken during its insert (or, at the shutdown deadline, gives up
+ *   even a call in progress and hands all it holds back to the front of the queue),
  *   and unregisters. The hand-back itself is bounded
  *   too, so a stop ends within the deadline and {@linkcode HAND_BACK_TIMEOUT_MS}
  *   even while Redis or PostgreSQL is down or frozen: what is not handed back
@@ -84,7 +87,10 @@ export interface ConsumerQueue {
     deadLetters: readonly DeadLetter[],
     storedIds: readonly string[],
     max: number,
+    held: number,
   ): Promise<Batch | undefined | null>;
+  /** True when {@linkcode ackAndFetch} fetches (false: it only acknowledges, and returns null). */
+  readonly fetchesWithAck: boolean;
   recover(maxCrashes: number): Promise<{ recovered: number; buried: number; consumers: number }>;
   handBack(consumerId: string): Promise<number>;
 }
@@ -221,6 +227,17 @@ async function unlessAborted<T>(
   }
 }
 
+/** A batch stored and not yet acknowledged: what its acknowledgement needs and reports. */
+interface StoredBatch {
+  readonly batch: Batch;
+  readonly deadLetters: readonly DeadLetter[];
+  /** The ids of the rows committed (they leave the status index). */
+  readonly storedIds: readonly string[];
+  readonly stored: number;
+  readonly insertSeconds: number | undefined;
+  readonly latenciesSeconds: readonly number[];
+}
+
 /** One consumer: `run()` until `stop()`. */
 export class Consumer {
   readonly stats: ConsumerStats = { stored: 0, deadLettered: 0, batches: 0, recovered: 0 };
@@ -231,6 +248,13 @@ export class Consumer {
   #inHand: Batch | undefined;
   /** The batch after the one in hand, already in the processing list; null when none is. */
   #next: Batch | undefined | null = null;
+  /**
+   * The acknowledgement of the batch stored last (`items` long), still in
+   * flight while the next is stored; it resolves to the batch after that
+   * one, fetched with it.
+   */
+  #acking: { readonly items: number; readonly next: Promise<Batch | null | undefined> } | null =
+    null;
   /** True once a batch was acknowledged with no idle wait or fencing since (see the module doc). */
   #flowing = false;
   /** Aborted by {@linkcode stop}: calls made while idle are given up. */
@@ -307,31 +331,66 @@ export class Consumer {
         }
         this.#inHand = batch;
         o.onStep?.("fetched", batch);
-        // A batch smaller than asked for emptied the queue: an early fetch would
-        // most likely come back empty, a round trip for nothing. A batch of one
-        // is not worth overlapping: its fetch rides on the acknowledgement.
-        const fetchEarly = o.batchSize > 1 && this.#flowing && !batch.fromRetry &&
+        // The batch after this one is taken while this one is stored: by the
+        // previous batch's acknowledgement, when it is still in flight, or by
+        // an early fetch. A batch smaller than asked for emptied the queue, so
+        // an early fetch would most likely come back empty: none then.
+        const acking = this.#acking?.next ?? null;
+        const fetchEarly = acking === null && this.#flowing && !batch.fromRetry &&
           batch.items.length === o.batchSize;
-        const early = fetchEarly ? this.#fetchEarly(batch) : Promise.resolve(null);
-        // Not acknowledged: we were fenced, so whatever the early fetch took was
-        // (or will be) recovered with the rest of our list; it must not be stored
-        // under the new id.
-        const next = await this.#handle(batch, early, !fetchEarly);
-        this.#flowing = next !== undefined;
-        if (next !== undefined) {
-          // Fetched with the acknowledgement, holding nothing else: an empty
-          // batch means the queue is empty, and the loop waits for items.
-          this.#next = next ?? await early;
-          // Fetched early, empty: the queue ran dry, or recovered items wait,
-          // which only a fetch holding nothing may take; the next fetch decides.
-          if (next === null && this.#next?.items.length === 0) this.#next = null;
+        const early = acking ?? (fetchEarly ? this.#fetchEarly(batch) : Promise.resolve(null));
+        const stored = await this.#store(batch);
+        const after = await early;
+        this.#acking = null;
+        if (after === undefined) {
+          this.#inHand = undefined;
+          // Fenced: whatever we hold was (or will be) recovered by others, this
+          // batch and the one taken during its insert too; neither may be
+          // acknowledged under a new id. (A refused acknowledgement re-registered already.)
+          this.#flowing = false;
+          if (acking === null) {
+            await this.#reregister("its heartbeat expired and its work was recovered by others");
+          }
+          continue;
         }
+        // Both batches are held here: a crash at this step leaves the stored batch
+        // and the one fetched during its insert for recovery.
+        o.onStep?.("stored", batch);
+        if (after !== null && after.items.length > 0) {
+          // The next batch is in hand: it is stored next, even when stopping.
+          this.#next = after;
+          if (!this.#stopping && o.queue.fetchesWithAck) {
+            // This batch's acknowledgement, carrying the fetch of the batch
+            // after the next, runs during the next insert; that iteration
+            // awaits it before acknowledging anything itself.
+            const next = this.#acknowledge(stored, after.items.length);
+            // Awaited there; the Abandoned it may end with ends the loop there too.
+            next.catch(() => {});
+            this.#acking = { items: batch.items.length, next };
+            this.#inHand = undefined;
+            this.#flowing = true;
+            continue;
+          }
+          const acked = await this.#acknowledge(stored, undefined);
+          this.#inHand = undefined;
+          if (acked === undefined) this.#next = null;
+          this.#flowing = acked !== undefined;
+          continue;
+        }
+        // Nothing in hand after this batch (none fetched early, or the queue
+        // ran dry, or recovered items wait, which only a fetch holding nothing
+        // may take): the acknowledgement fetches what comes next.
+        const next = await this.#acknowledge(stored, 0);
         this.#inHand = undefined;
+        this.#flowing = next !== undefined;
+        // Empty: the queue is empty, and the loop waits for items.
+        if (next) this.#next = next;
       }
     } catch (error) {
       if (!(error instanceof Abandoned)) throw error;
       if (error.deadline) {
-        const held = (this.#inHand?.items.length ?? 0) + (this.#next?.items.length ?? 0);
+        const held = (this.#acking?.items ?? 0) + (this.#inHand?.items.length ?? 0) +
+          (this.#next?.items.length ?? 0);
         o.onEvent({ event: "shutdown_deadline", items: held });
       }
     } finally {
@@ -402,18 +461,11 @@ export class Consumer {
   }
 
   /**
-   * Stores and acknowledges `batch`; resolves `undefined` when the consumer
-   * was fenced. The acknowledgement waits for `early` (the next batch's
-   * fetch) to settle, so the fetch's count of held items stays true while it
-   * runs. With `fetchNext` (no early fetch was made) and unless stopping, the
-   * acknowledgement also fetches the next batch, which it resolves to (null
-   * when the queue fetches separately, as after a plain acknowledgement).
+   * Decodes and stores `batch`: what is left to acknowledge. Invalid items
+   * and rows PostgreSQL refuses become dead letters; transient failures are
+   * retried until the shutdown deadline.
    */
-  async #handle(
-    batch: Batch,
-    early: Promise<unknown>,
-    fetchNext: boolean,
-  ): Promise<Batch | null | undefined> {
+  async #store(batch: Batch): Promise<StoredBatch> {
     const o = this.#o;
     const deadLetters: DeadLetter[] = [];
     const users: UserEnvelope[] = [];
@@ -433,6 +485,7 @@ export class Consumer {
     let insertStarted = 0;
     let committedAt = 0;
     let insertSeconds: number | undefined;
+    let latenciesSeconds: number[] = [];
     if (users.length > 0) {
       const rejected = await this.#retry(
         this.#postgres,
@@ -458,19 +511,33 @@ export class Consumer {
           dead_at: now,
         });
       }
-      storedIds.push(...users.filter((_, i) => !refused.has(i)).map((user) => user.id));
-      stored = users.length - rejected.length;
+      const committed = users.filter((_, i) => !refused.has(i));
+      storedIds.push(...committed.map((user) => user.id));
+      latenciesSeconds = committed.map(({ enqueued_at }) => (committedAt - enqueued_at) / 1_000);
+      stored = committed.length;
     }
-    await early;
-    // Both batches are held here: a crash at this step leaves the stored batch
-    // and the one fetched during its insert for recovery.
-    o.onStep?.("stored", batch);
+    return { batch, deadLetters, storedIds, stored, insertSeconds, latenciesSeconds };
+  }
+
+  /**
+   * Acknowledges a stored batch and counts it; resolves `undefined` when the
+   * consumer was fenced (it has re-registered). With `fetchHeld` (how many
+   * items the consumer will still hold: the batch fetched during this one's
+   * insert, or 0) and unless stopping, the acknowledgement also fetches the
+   * next batch, which it resolves to; null when nothing was fetched (no
+   * `fetchHeld`, stopping, or a queue that fetches separately).
+   */
+  async #acknowledge(
+    { batch, deadLetters, storedIds, stored, insertSeconds, latenciesSeconds }: StoredBatch,
+    fetchHeld: number | undefined,
+  ): Promise<Batch | null | undefined> {
+    const o = this.#o;
     const next = await this.#retry(
       this.#redis,
       // Decided at each attempt: once stopping, the loop takes no new batch.
       () =>
-        fetchNext && !this.#stopping
-          ? o.queue.ackAndFetch(this.#id, batch, deadLetters, storedIds, o.batchSize)
+        fetchHeld !== undefined && !this.#stopping
+          ? o.queue.ackAndFetch(this.#id, batch, deadLetters, storedIds, o.batchSize, fetchHeld)
           : o.queue.ack(this.#id, batch, deadLetters, storedIds).then((acked) =>
             acked ? null : undefined
           ),
@@ -486,7 +553,6 @@ export class Consumer {
     this.stats.batches++;
     this.stats.stored += stored;
     this.stats.deadLettered += deadLetters.length;
-    const committed = new Set(storedIds);
     o.onMeasurement({
       type: "batch_acked",
       items: batch.items.length,
@@ -494,9 +560,7 @@ export class Consumer {
       stored,
       deadLetters: deadLetters.map(({ kind }) => kind),
       insertSeconds,
-      latenciesSeconds: users.filter(({ id }) => committed.has(id)).map(({ enqueued_at }) =>
-        (committedAt - enqueued_at) / 1_000
-      ),
+      latenciesSeconds,
     });
     for (const { reason, sqlstate } of deadLetters) {
       o.onEvent(

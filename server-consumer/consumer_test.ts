@@ -155,8 +155,9 @@ class MemoryQueue implements ConsumerQueue {
     return Promise.resolve(true);
   }
 
-  /** Calls of {@linkcode ackAndFetch}, which fetch with no count of held items. */
-  ackFetches = 0;
+  readonly fetchesWithAck = true;
+  /** The `held` count of each {@linkcode ackAndFetch}, in order. */
+  readonly ackFetchHeld: number[] = [];
 
   async ackAndFetch(
     consumerId: string,
@@ -164,12 +165,13 @@ class MemoryQueue implements ConsumerQueue {
     deadLetters: readonly DeadLetter[],
     storedIds: readonly string[],
     max: number,
+    held: number,
   ): Promise<Batch | undefined> {
     if (!await this.ack(consumerId, batch, deadLetters, storedIds)) return undefined;
-    this.ackFetches++;
+    this.ackFetchHeld.push(held);
     const list = this.held.get(consumerId)!;
-    // Beyond the acknowledged batch: a fetch whose reply it never got.
-    if (list.length > 0) return { items: [...list], fromRetry: false };
+    // Beyond what it holds once acknowledged: a fetch whose reply it never got.
+    if (list.length > held) return { items: list.slice(held), fromRetry: false };
     const items = this.items.splice(0, max);
     list.push(...items);
     return { items, fromRetry: false };
@@ -548,45 +550,47 @@ Deno.test("Consumer fetches the next batch while storing one, saying what it hol
   void consumer.run();
   await until(clock, () => store.rows.size === 25, "every row stored");
   // The first batch after starting is fetched alone and the second with its
-  // acknowledgement; from then on each full batch's insert runs with the next
-  // batch already taken; the last, not full, fetched with its acknowledgement
-  // and found the list dry.
+  // acknowledgement; the third early, during the second's insert; the last,
+  // not full, found the list dry.
   assert.deepEqual(heldAtInsert, [10, 15, 5]);
-  assert.deepEqual(queue.fetchHeld.slice(0, 2), [0, 10]);
-  assert.equal(queue.ackFetches, 2);
+  assert.deepEqual(queue.fetchHeld, [0, 10]);
+  // The second and last batches came with an acknowledgement, holding nothing
+  // else; the third with the second's, holding the third (5 items).
+  assert.deepEqual(queue.ackFetchHeld, [0, 5, 0]);
   assert.deepEqual(queue.storedIds, Array.from({ length: 25 }, (_, i) => JSON.parse(user(i)).id));
   await stop();
   assert.deepEqual(queue.items, [], "nothing handed back: every batch was acknowledged");
 });
 
-Deno.test("Consumer in single mode fetches each next item with the acknowledgement", async () => {
+Deno.test("Consumer in single mode fetches with each acknowledgement the item after the next", async () => {
   const { clock, queue, store, consumer, stop } = setUp({ batchSize: 1 });
   queue.push(...Array.from({ length: 5 }, (_, i) => user(i)));
-  const heldAtInsert: number[] = [];
-  store.beforeInsert = () => heldAtInsert.push(queue.held.get("c1")?.length ?? 0);
   void consumer.run();
   await until(clock, () => store.rows.size === 5, "every row stored");
-  // One fetch to start; then one call per item, which acknowledges it and takes the next.
-  assert.deepEqual(heldAtInsert, [1, 1, 1, 1, 1]);
-  assert.deepEqual(queue.fetchHeld.slice(0, 1), [0]);
-  assert.equal(queue.ackFetches, 5);
+  // A fetch to start, the second item with the first's acknowledgement, the
+  // third early; from then on each acknowledgement takes the item after the
+  // next, during the next one's insert: one call per item.
+  assert.deepEqual(queue.fetchHeld, [0, 1]);
+  assert.deepEqual(queue.ackFetchHeld, [0, 1, 1, 1, 0]);
   assert.deepEqual(queue.storedIds, Array.from({ length: 5 }, (_, i) => JSON.parse(user(i)).id));
   await stop();
   assert.deepEqual(queue.items, [], "nothing handed back");
 });
 
-Deno.test("Consumer stopped mid-insert acknowledges without fetching, and takes no more", async () => {
+Deno.test("Consumer in single mode stopped mid-insert stores the item fetched early, and takes no more", async () => {
   const { clock, queue, store, named, consumer, stop } = setUp({ batchSize: 1 });
   queue.push(...Array.from({ length: 5 }, (_, i) => user(i)));
   store.beforeInsert = () => {
+    // The second item's insert: the third is already taken.
     if (store.statements === 2) void consumer.stop();
   };
   void consumer.run();
-  await until(clock, () => store.rows.size === 2, "the item in hand stored");
+  await until(clock, () => store.rows.size === 3, "both items in hand stored");
   await stop();
-  assert.equal(store.statements, 2);
-  assert.equal(queue.ackFetches, 1, "the second acknowledgement fetched nothing");
-  assert.equal(queue.items.length, 3);
+  assert.equal(store.statements, 3);
+  // Only the first acknowledgement fetched: the others were sent while stopping.
+  assert.deepEqual(queue.ackFetchHeld, [0]);
+  assert.equal(queue.items.length, 2, "the fourth and fifth were never taken");
   assert.deepEqual(named("handed_back"), [{ event: "handed_back", consumer_id: "c1", items: 0 }]);
 });
 

@@ -171,11 +171,12 @@ Deno.test("RedisQueue.ackAndFetch() acknowledges and takes the next batch in one
   try {
     const keys = queueKeys("ackfetch");
     const queue = new RedisQueue(redis, keys);
-    const users = [0, 1, 2, 3, 4].map((i) => ({
+    const users = [0, 1, 2, 3, 4, 5, 6].map((i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000004${i}`,
       name: `user ${i}`,
       enqueued_at: 1,
     }));
+    const extra = users.splice(4);
     await queue.enqueue(100, ...users);
     await queue.register("c", 60_000);
     const names = (batch: { readonly items: readonly string[] } | undefined | null) =>
@@ -192,10 +193,29 @@ Deno.test("RedisQueue.ackAndFetch() acknowledges and takes the next batch in one
     const again = await queue.ackAndFetch("c", first!, [], users.slice(0, 2).map((u) => u.id), 2);
     assert.deepEqual(names(again), ["user 2", "user 3"]);
     assert.equal(await redis.hget(keys.stats, "stored"), "2");
-    // A recovered item waits: a consumer holding nothing once acknowledged takes it.
-    await redis.lpush(keys.retry, "suspect");
+    // Pipelined: the second is acknowledged while the third (user 4, fetched
+    // during its insert) is held, and the fetch takes the one after it.
+    await queue.enqueue(100, ...extra);
+    const third = await queue.fetch("c", 2, 2);
+    assert.deepEqual(names(third), ["user 4", "user 5"]);
+    const fourth = await queue.ackAndFetch("c", second!, [], [], 2, 2);
+    assert.deepEqual(names(fourth), ["user 6"]);
     assert.deepEqual(
-      await queue.ackAndFetch("c", second!, [], users.slice(2, 4).map((u) => u.id), 2),
+      (await redis.lrange(keys.processingPrefix + "c", 0, -1)).map((i) => JSON.parse(i).name),
+      ["user 6", "user 5", "user 4"],
+    );
+    // Its reply was lost: the repeat acknowledges nothing more and returns the same batch.
+    assert.deepEqual(names(await queue.ackAndFetch("c", second!, [], [], 2, 2)), ["user 6"]);
+    // A recovered item waits: a consumer still holding a batch gets nothing...
+    await redis.lpush(keys.retry, "suspect");
+    assert.deepEqual(await queue.ackAndFetch("c", third!, [], [], 2, 1), {
+      items: [],
+      fromRetry: false,
+      suspectWaiting: true,
+    });
+    // ...and one holding nothing once acknowledged takes it, alone.
+    assert.deepEqual(
+      await queue.ackAndFetch("c", fourth!, [], [], 2),
       { items: ["suspect"], fromRetry: true },
     );
     // Fenced: nothing acknowledged, nothing taken.
@@ -205,7 +225,7 @@ Deno.test("RedisQueue.ackAndFetch() acknowledges and takes the next batch in one
       undefined,
     );
     assert.deepEqual(await redis.lrange(keys.processingPrefix + "c", 0, -1), ["suspect"]);
-    assert.equal(await redis.llen(keys.queue), 1, "user 4 still queued");
+    assert.equal(await redis.llen(keys.queue), 0);
   } finally {
     redis.disconnect();
   }

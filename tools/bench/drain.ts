@@ -106,6 +106,8 @@ export interface DrainResult {
   readonly course?: DrainRun;
   readonly batch: readonly DrainRun[];
   readonly profile?: ProfileSummary;
+  /** A consumer in single mode, profiled on the single-mode backlog. */
+  readonly singleProfile?: ProfileSummary;
 }
 
 /** The rows per statement of the reference: the consumer's default BATCH_SIZE. */
@@ -469,6 +471,20 @@ export async function runDrain(
       } users`,
     );
   }
+  let singleProfile: ProfileSummary | undefined;
+  if (plan.profileUsers > 0) {
+    const dir = await Deno.makeTempDir({ dir: workDir, prefix: "single-profile-" });
+    await timeDrain(services, {
+      mode: "single",
+      batchSize: 1,
+      replicas: 1,
+      users: plan.singleUsers,
+    }, { cpuProfileDir: dir });
+    singleProfile = await summariseProfileDir(dir, { repoUrl: `file://${REPO_DIR}/`, top: 12 });
+    progress.step(
+      `profiled a consumer in single mode draining ${formatCount(plan.singleUsers)} users`,
+    );
+  }
   await services.resetTable();
   return {
     plan,
@@ -478,5 +494,6 @@ export async function runDrain(
     course,
     batch,
     profile,
+    singleProfile,
   };
 }

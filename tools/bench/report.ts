@@ -862,6 +862,11 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
       `Consumer, batch 1000, draining ${formatCount(results.drain.plan.profileUsers)} users`,
       results.drain.profile,
     ),
+    results.drain?.singleProfile &&
+    profileTables(
+      `Consumer, single mode, draining ${formatCount(results.drain.plan.singleUsers)} users`,
+      results.drain.singleProfile,
+    ),
   ].filter((p): p is string => typeof p === "string");
   if (profiles.length > 0) {
     parts.push(

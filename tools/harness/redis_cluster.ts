@@ -393,7 +393,8 @@ export class RedisCluster implements AsyncDisposable {
   /**
    * Waits until the cluster is whole: every running node says `cluster_state:ok` with all slots
    * served, knows every node, sees no running node as failing and agrees with the others on who
-   * serves which slot (a master that is running); every running replica has finished its sync
+   * serves which slot (a master that is running) and sees no running master without slots (a
+   * demoted master not yet known as a replica); every running replica has finished its sync
    * and holds its master's latest write. Returns the ms it took.
    */
   async waitHealthy(timeoutMs = this.#readyTimeoutMs): Promise<number> {
@@ -572,6 +573,12 @@ export class RedisCluster implements AsyncDisposable {
       const owners = view.filter((other) => other.role === "master" && other.slots.length > 0);
       const gone = owners.find((owner) => !ports.has(owner.port));
       if (gone !== undefined) return `${node.name} sees stopped port ${gone.port} serve slots`;
+      // A master that handed its slots over (a failover, planned or not) turns
+      // replica a moment later, and each node learns it by gossip.
+      const empty = view.find((other) =>
+        other.role === "master" && other.slots.length === 0 && ports.has(other.port)
+      );
+      if (empty !== undefined) return `${node.name} sees port ${empty.port} as a master of no slots`;
       layouts.add(slotLayout(view));
       if (view.find((other) => other.myself)?.role === "replica") {
         const replication = parseInfo(await redisCli(node.port, "INFO", "replication"));
