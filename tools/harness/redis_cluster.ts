@@ -578,7 +578,9 @@ export class RedisCluster implements AsyncDisposable {
       const empty = view.find((other) =>
         other.role === "master" && other.slots.length === 0 && ports.has(other.port)
       );
-      if (empty !== undefined) return `${node.name} sees port ${empty.port} as a master of no slots`;
+      if (empty !== undefined) {
+        return `${node.name} sees port ${empty.port} as a master of no slots`;
+      }
       layouts.add(slotLayout(view));
       if (view.find((other) => other.myself)?.role === "replica") {
         const replication = parseInfo(await redisCli(node.port, "INFO", "replication"));
