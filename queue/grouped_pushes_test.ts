@@ -147,7 +147,7 @@ Deno.test("ShardedPushes groups per shard: one call per shard per turn, each wit
   assert.deepEqual(bounds, [4, 4, 4], "10 over 3 shards, rounded up");
 });
 
-Deno.test("GroupedPushes, serial: one group in flight; whatever arrives meanwhile goes as the next group", async () => {
+Deno.test("GroupedPushes: one group in flight; whatever arrives meanwhile goes as the next group", async () => {
   const turns = manualTurns();
   const calls: string[][] = [];
   const replies: (() => void)[] = [];
@@ -157,7 +157,7 @@ Deno.test("GroupedPushes, serial: one group in flight; whatever arrives meanwhil
       return new Promise<number>((resolve) => replies.push(() => resolve(users.length)));
     },
   };
-  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, serial: true });
+  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule });
   const first = pushes.enqueue(user(1));
   turns.endTurn();
   // Two more turns' users arrive while the first call is in flight: no flush is scheduled.

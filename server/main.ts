@@ -110,13 +110,12 @@ const queue = new ShardedQueue(
     waitTimeoutMs: config.REDIS_WAIT_TIMEOUT_MS,
   },
 );
-// The users accepted in one event-loop turn go to Redis in one script call per shard.
-// Confirmed by WAIT, one group per shard in flight at a time (see `queue/grouped_pushes.ts`).
+// The users accepted while a shard's previous call was in flight (or in the same
+// event-loop turn) go to Redis in one script call (see `queue/grouped_pushes.ts`).
 const pushes = new ShardedPushes(
   queue.shards,
   config.QUEUE_MAX_LENGTH,
   (id) => queue.shardIndexOf(id),
-  { serial: config.REDIS_WAIT_REPLICAS > 0 },
 );
 
 const queueMode = config.API_MODE === "queue";

@@ -1,7 +1,7 @@
 /**
  * The ingest benchmark's reference: the API's own app (`createApp` from
- * `server/app.ts`: content-type check, body limit, JSON parse, validation,
- * UUIDv7, 202 with the id) on the same `Deno.serve`, with an `accept` that
+ * `server/app.ts`: metrics, content-type check, body limit, JSON parse,
+ * validation, UUIDv7, 202 with the id) on the same `Deno.serve`, with an `accept` that
  * resolves at once instead of pushing to Redis. What it sustains is the HTTP
  * limit of this runtime for this exact request; the queue mode's figure is
  * read as a share of it.
@@ -12,6 +12,7 @@
  */
 
 import { createApp } from "../../server/app.ts";
+import { ApiMetrics } from "../../server/metrics.ts";
 
 const port = Number(Deno.env.get("PORT") ?? "8000");
 const bodyLimitBytes = Number(Deno.env.get("BODY_LIMIT_BYTES") ?? "16384");
@@ -21,6 +22,9 @@ const app = createApp({
   userStatus: () => Promise.resolve(undefined),
   listUsers: () => Promise.resolve([]),
   bodyLimitBytes,
+  // Counted and timed as the API's every request is, so the share of it that
+  // queue mode reaches is what the queue costs, not the metrics.
+  metrics: new ApiMetrics({ replica: "reference" }),
 });
 
 const server = Deno.serve({
