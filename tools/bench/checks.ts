@@ -110,7 +110,12 @@ export function checkResults(results: BenchResults): Check[] {
       checks.push({
         phase: "Traefik",
         rule: `${target}: every 202 kept (users queued = 202s counted)`,
-        measured: runs.map((r) => `${r.kept} queued / ${r.accepted}`).join(", "),
+        measured: runs.map((r) =>
+          `${r.kept} queued / ${r.accepted}` +
+          (r.kept === r.accepted || r.acceptedByReplica === undefined
+            ? ""
+            : ` (accepted since start, by replica: ${r.acceptedByReplica.join(", ")})`)
+        ).join(", "),
         ok: runs.every((r) => r.kept === r.accepted),
       });
     }

@@ -68,6 +68,12 @@ export interface FrontRun extends LoadResult {
   readonly cores: Readonly<Record<FrontPart, number>>;
   /** Users in the setup's list afterwards (0 for the ceiling, which keeps nothing). */
   readonly kept: number;
+  /**
+   * Each of our API replicas' count of users accepted since it started
+   * (`users_pipeline_users_accepted_total`, warm-up included), so a 202 not
+   * kept can be traced to the replica that gave it.
+   */
+  readonly acceptedByReplica?: readonly number[];
 }
 
 /** Everything the phase measured. */
@@ -169,6 +175,9 @@ async function measure(
   const after = await cpu();
   const kept = setup.queueName ? await services.redis.llen(setup.queueName) : 0;
   if (setup.queueName) await services.redis.del(setup.queueName);
+  const acceptedByReplica = setup.target === "queue"
+    ? await Promise.all(setup.servers.map((server) => acceptedTotal(server.url)))
+    : undefined;
   const seconds = load.seconds;
   return {
     ...load,
@@ -180,7 +189,16 @@ async function measure(
       redis: (after.redis - before.redis) / seconds,
     },
     kept,
+    ...(acceptedByReplica === undefined ? {} : { acceptedByReplica }),
   };
+}
+
+/** An API's `users_pipeline_users_accepted_total`, from its `/metrics`. */
+async function acceptedTotal(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(
+    /^users_pipeline_users_accepted_total(?:\{[^}]*\})? (\S+)$/m.exec(text)?.[1] ?? NaN,
+  );
 }
 
 function describe(target: FrontTarget, run: FrontRun): string {
