@@ -26,7 +26,10 @@
  *   with {@linkcode WriteUnconfirmedError}, the others as full.
  *
  * One group is in flight at a time: while a group's call is, the users that
- * arrive wait and then go as the next group, however many turns that took.
+ * arrive wait and then go as the next group, however many turns that took —
+ * but at most `maxWaitMs` (5 ms): behind a call that stalls, the next group
+ * goes anyway, since its own deadline runs while it waits (a CI run saw a
+ * group refused as too late behind a call that took ~250 ms).
  * Redis runs one connection's commands in order anyway, so a call sent
  * behind another would only wait in its socket; waiting here instead makes
  * the next group bigger, and each call's fixed price (the client's command
@@ -67,6 +70,11 @@ export interface GroupedPushesOptions {
   readonly schedule?: (flush: () => void) => void;
   /** The clock for each request's start. @default Date.now */
   readonly now?: () => number;
+  /**
+   * Longest a group waits for the call in flight before it goes anyway.
+   * @default 5
+   */
+  readonly maxWaitMs?: number;
 }
 
 interface Waiting {
@@ -76,16 +84,19 @@ interface Waiting {
   readonly reject: (error: unknown) => void;
 }
 
-/** Groups {@link GroupedPushes.enqueue} calls: one script call in flight at a time. */
+/** Groups {@link GroupedPushes.enqueue} calls: one script call in flight at a time, or briefly more. */
 export class GroupedPushes {
   readonly #queue: FittingQueue;
   readonly #maxLength: number;
   readonly #maxGroup: number;
   readonly #schedule: (flush: () => void) => void;
   readonly #now: () => number;
+  readonly #maxWaitMs: number;
   #waiting: Waiting[] = [];
-  /** True while a group is in flight (the next flush happens when it settles). */
-  #sending = false;
+  /** Calls in flight (the next flush happens when one settles, or once the wait is over). */
+  #inFlight = 0;
+  /** Sends the waiting group behind a call that is taking long. */
+  #overtake: ReturnType<typeof setTimeout> | undefined;
 
   constructor(queue: FittingQueue, maxLength: number, options: GroupedPushesOptions = {}) {
     this.#queue = queue;
@@ -93,6 +104,7 @@ export class GroupedPushes {
     this.#maxGroup = options.maxGroup ?? 1000;
     this.#schedule = options.schedule ?? ((flush) => void setImmediate(flush));
     this.#now = options.now ?? Date.now;
+    this.#maxWaitMs = options.maxWaitMs ?? 5;
   }
 
   /**
@@ -102,23 +114,41 @@ export class GroupedPushes {
    */
   enqueue(user: UserEnvelope): Promise<void> {
     return new Promise((resolve, reject) => {
-      if (this.#waiting.length === 0 && !this.#sending) this.#schedule(() => this.#flush());
+      if (this.#waiting.length === 0) {
+        if (this.#inFlight === 0) this.#schedule(() => this.#flush(false));
+        else this.#armOvertake();
+      }
       this.#waiting.push({ user, since: this.#now(), resolve, reject });
     });
   }
 
-  #flush(): void {
-    if (this.#sending) return;
+  // A group waits behind a slow call for at most maxWaitMs: its own deadline
+  // (the enqueue script's, from its earliest request) runs while it waits, so
+  // waiting out a stalled call would turn one slow call into refusals.
+  #armOvertake(): void {
+    this.#overtake ??= setTimeout(() => {
+      this.#overtake = undefined;
+      this.#flush(true);
+    }, this.#maxWaitMs);
+  }
+
+  #flush(overtaking: boolean): void {
+    if (this.#waiting.length === 0) return;
+    if (this.#inFlight > 0 && !overtaking) {
+      this.#armOvertake();
+      return;
+    }
+    clearTimeout(this.#overtake);
+    this.#overtake = undefined;
     const group = this.#waiting.length <= this.#maxGroup
       ? this.#waiting
       : this.#waiting.splice(0, this.#maxGroup);
     if (group === this.#waiting) this.#waiting = [];
-    if (group.length === 0) return;
-    this.#sending = true;
+    this.#inFlight++;
     // #send never rejects: it settles every request of the group itself.
     void this.#send(group).finally(() => {
-      this.#sending = false;
-      this.#flush();
+      this.#inFlight--;
+      this.#flush(false);
     });
   }
 

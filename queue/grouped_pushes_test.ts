@@ -157,7 +157,7 @@ Deno.test("GroupedPushes: one group in flight; whatever arrives meanwhile goes a
       return new Promise<number>((resolve) => replies.push(() => resolve(users.length)));
     },
   };
-  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule });
+  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, maxWaitMs: 60_000 });
   const first = pushes.enqueue(user(1));
   turns.endTurn();
   // Two more turns' users arrive while the first call is in flight: no flush is scheduled.
@@ -178,4 +178,26 @@ Deno.test("GroupedPushes: one group in flight; whatever arrives meanwhile goes a
   replies.shift()!();
   await again;
   assert.deepEqual(calls.at(-1), ["user 5"]);
+});
+
+Deno.test("GroupedPushes sends the next group anyway once the call in flight took maxWaitMs", async () => {
+  const turns = manualTurns();
+  const calls: string[][] = [];
+  const replies: (() => void)[] = [];
+  const queue = {
+    enqueueFitting(_max: number, users: readonly UserEnvelope[]) {
+      calls.push(users.map((u) => u.name));
+      return new Promise<number>((resolve) => replies.push(() => resolve(users.length)));
+    },
+  };
+  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, maxWaitMs: 20 });
+  const first = pushes.enqueue(user(1));
+  turns.endTurn();
+  const behind = [pushes.enqueue(user(2)), pushes.enqueue(user(3))];
+  assert.deepEqual(calls, [["user 1"]]);
+  // The first call stalls: the group behind it goes after 20 ms, not after it.
+  await new Promise((resolve) => setTimeout(resolve, 40));
+  assert.deepEqual(calls, [["user 1"], ["user 2", "user 3"]]);
+  replies.forEach((reply) => reply());
+  await Promise.all([first, ...behind]);
 });
