@@ -147,8 +147,8 @@ Deno.test("ShardedPushes groups per shard: one call per shard per turn, each wit
   assert.deepEqual(bounds, [4, 4, 4], "10 over 3 shards, rounded up");
 });
 
-Deno.test("GroupedPushes: one group in flight; whatever arrives meanwhile goes as the next group", async () => {
-  const turns = manualTurns();
+/** A queue whose calls are recorded and answered (all users pushed) only when the test says. */
+function answeredByHand() {
   const calls: string[][] = [];
   const replies: (() => void)[] = [];
   const queue = {
@@ -157,6 +157,12 @@ Deno.test("GroupedPushes: one group in flight; whatever arrives meanwhile goes a
       return new Promise<number>((resolve) => replies.push(() => resolve(users.length)));
     },
   };
+  return { queue, calls, replies };
+}
+
+Deno.test("GroupedPushes: one group in flight; whatever arrives meanwhile goes as the next group", async () => {
+  const turns = manualTurns();
+  const { queue, calls, replies } = answeredByHand();
   const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, maxWaitMs: 60_000 });
   const first = pushes.enqueue(user(1));
   turns.endTurn();
@@ -182,14 +188,7 @@ Deno.test("GroupedPushes: one group in flight; whatever arrives meanwhile goes a
 
 Deno.test("GroupedPushes sends the next group anyway once the call in flight took maxWaitMs", async () => {
   const turns = manualTurns();
-  const calls: string[][] = [];
-  const replies: (() => void)[] = [];
-  const queue = {
-    enqueueFitting(_max: number, users: readonly UserEnvelope[]) {
-      calls.push(users.map((u) => u.name));
-      return new Promise<number>((resolve) => replies.push(() => resolve(users.length)));
-    },
-  };
+  const { queue, calls, replies } = answeredByHand();
   const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, maxWaitMs: 20 });
   const first = pushes.enqueue(user(1));
   turns.endTurn();

@@ -233,7 +233,6 @@ interface StoredBatch {
   readonly deadLetters: readonly DeadLetter[];
   /** The ids of the rows committed (they leave the status index). */
   readonly storedIds: readonly string[];
-  readonly stored: number;
   readonly insertSeconds: number | undefined;
   readonly latenciesSeconds: readonly number[];
 }
@@ -481,7 +480,6 @@ export class Consumer {
         deadLetters.push({ payload, reason: error.message, kind: "invalid_item", dead_at: now });
       }
     }
-    let stored = 0;
     let insertStarted = 0;
     let committedAt = 0;
     let insertSeconds: number | undefined;
@@ -514,9 +512,8 @@ export class Consumer {
       const committed = users.filter((_, i) => !refused.has(i));
       storedIds.push(...committed.map((user) => user.id));
       latenciesSeconds = committed.map(({ enqueued_at }) => (committedAt - enqueued_at) / 1_000);
-      stored = committed.length;
     }
-    return { batch, deadLetters, storedIds, stored, insertSeconds, latenciesSeconds };
+    return { batch, deadLetters, storedIds, insertSeconds, latenciesSeconds };
   }
 
   /**
@@ -528,7 +525,7 @@ export class Consumer {
    * `fetchHeld`, stopping, or a queue that fetches separately).
    */
   async #acknowledge(
-    { batch, deadLetters, storedIds, stored, insertSeconds, latenciesSeconds }: StoredBatch,
+    { batch, deadLetters, storedIds, insertSeconds, latenciesSeconds }: StoredBatch,
     fetchHeld: number | undefined,
   ): Promise<Batch | null | undefined> {
     const o = this.#o;
@@ -551,13 +548,13 @@ export class Consumer {
       return undefined;
     }
     this.stats.batches++;
-    this.stats.stored += stored;
+    this.stats.stored += storedIds.length;
     this.stats.deadLettered += deadLetters.length;
     o.onMeasurement({
       type: "batch_acked",
       items: batch.items.length,
       fromRetry: batch.fromRetry,
-      stored,
+      stored: storedIds.length,
       deadLetters: deadLetters.map(({ kind }) => kind),
       insertSeconds,
       latenciesSeconds,
