@@ -211,7 +211,7 @@ class MemoryStore implements UserStore {
   beforeInsert: () => void = () => {};
   statements = 0;
 
-  insert(users: readonly { id: string; name: string }[]): Promise<Set<string>> {
+  insert(users: readonly { id: string; name: string }[]): Promise<number> {
     this.statements++;
     this.beforeInsert();
     if (this.frozen) return new Promise(() => {});
@@ -220,11 +220,11 @@ class MemoryStore implements UserStore {
     if (users.some((u) => u.name.includes("bad"))) {
       return Promise.reject(pgError("23514", 'new row violates check constraint "users_name"'));
     }
-    const inserted = new Set<string>();
+    let inserted = 0;
     for (const { id, name } of users) {
       if (!this.rows.has(id)) {
         this.rows.set(id, name);
-        inserted.add(id);
+        inserted++;
       }
     }
     return Promise.resolve(inserted);

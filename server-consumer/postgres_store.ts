@@ -34,7 +34,7 @@ export class PostgresStore implements UserStore {
     this.#sql = this.#newClient();
   }
 
-  insert(users: readonly UserEnvelope[]): Promise<Set<string>> {
+  insert(users: readonly UserEnvelope[]): Promise<number> {
     return this.#withDeadline((sql) => insertUsers(sql, users));
   }
 

@@ -16,8 +16,8 @@ import type { UserEnvelope } from "../queue/envelope.ts";
 
 /** The table operations the writer needs (see `schema/users_table.ts`). */
 export interface UserStore {
-  /** Inserts the users in one statement, skipping stored ids; resolves to the ids inserted. */
-  insert(users: readonly UserEnvelope[]): Promise<Set<string>>;
+  /** Inserts the users in one statement, skipping stored ids; resolves to how many it inserted. */
+  insert(users: readonly UserEnvelope[]): Promise<number>;
   /** The stored names of these ids. */
   storedNames(ids: readonly string[]): Promise<Map<string, string>>;
 }
@@ -63,7 +63,7 @@ async function writeSlice(
   rejected: Rejected[],
 ): Promise<void> {
   const slice = indexes.map((i) => users[i]!);
-  let inserted: Set<string>;
+  let inserted: number;
   try {
     inserted = await store.insert(slice);
   } catch (error) {
@@ -81,18 +81,13 @@ async function writeSlice(
     await writeSlice(store, users, indexes.slice(middle), rejected);
     return;
   }
-  if (inserted.size === slice.length) return;
+  if (inserted === slice.length) return;
   // Some ids were already there: redeliveries (same name) or clashes (another
-  // name, or the same id twice in this batch with different names).
-  const claimed = new Set<string>();
-  const doubtful: number[] = [];
+  // name, or the same id twice in this batch with different names: the
+  // statement stored the first). A row stored just now carries its user's
+  // name, like a redelivery, so the stored names tell every case apart.
+  const stored = await store.storedNames([...new Set(slice.map((user) => user.id))]);
   for (const i of indexes) {
-    const { id } = users[i]!;
-    if (inserted.has(id) && !claimed.has(id)) claimed.add(id);
-    else doubtful.push(i);
-  }
-  const stored = await store.storedNames([...new Set(doubtful.map((i) => users[i]!.id))]);
-  for (const i of doubtful) {
     const user = users[i]!;
     const name = stored.get(user.id);
     if (name !== user.name) {

@@ -25,11 +25,11 @@ function memoryStore(failFirst?: Error) {
         return Promise.reject(error);
       }
       if (users.some((u) => u.name.includes("bad"))) return Promise.reject(new SqlError("22021"));
-      const inserted = new Set<string>();
+      let inserted = 0;
       for (const u of users) {
         if (!rows.has(u.id)) {
           rows.set(u.id, u.name);
-          inserted.add(u.id);
+          inserted++;
         }
       }
       return Promise.resolve(inserted);

@@ -223,10 +223,12 @@ Deno.test("Consumer over a ShardedQueue stores every user of every shard, waking
       waitForItems: rotatingWait(blocking, queue.keys.map((k) => k.queue)),
       store: {
         insert: (list) => {
-          const inserted = new Set<string>();
+          let inserted = 0;
           for (const user of list) {
-            if (!stored.has(user.id)) inserted.add(user.id);
-            stored.set(user.id, user.name);
+            if (!stored.has(user.id)) {
+              stored.set(user.id, user.name);
+              inserted++;
+            }
           }
           return Promise.resolve(inserted);
         },
