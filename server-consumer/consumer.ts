@@ -29,6 +29,12 @@
  *   a lost reply takes and trims nothing more. Nothing is fetched alongside
  *   a recovered suspect, so a poison item that crashes the process never
  *   makes new items suspects.
+ * - A batch taken during an insert is stored as soon as it arrives, its
+ *   insert beside the one in progress (the store's client has two
+ *   connections), so decoding it and sending its rows overlap that insert.
+ *   Each batch is still acknowledged only after its own commit, and in the
+ *   order the batches were taken, which is the order the acknowledgement
+ *   trims the processing list in.
  * - When nothing was taken during the insert (the first batch after a
  *   pause, a batch smaller than asked for, or a suspect), the
  *   acknowledgement fetches the next batch in the same call, unless
@@ -248,6 +254,11 @@ export class Consumer {
   /** The batch after the one in hand, already in the processing list; null when none is. */
   #next: Batch | undefined | null = null;
   /**
+   * The store of {@linkcode #next}, started as soon as it was fetched, while
+   * the batch in hand was still being inserted; null when it was not.
+   */
+  #nextStored: Promise<StoredBatch> | null = null;
+  /**
    * The acknowledgement of the batch stored last (`items` long), still in
    * flight while the next is stored; it resolves to the batch after that
    * one, fetched with it.
@@ -312,9 +323,12 @@ export class Consumer {
       // A batch already fetched is finished even once stopping: it is in hand.
       while (!this.#stopping || this.#next) {
         let batch: Batch | undefined;
+        let storing: Promise<StoredBatch> | null = null;
         if (this.#next !== null) {
           batch = this.#next;
           this.#next = null;
+          storing = this.#nextStored;
+          this.#nextStored = null;
         } else {
           batch = await this.#retry(this.#redis, () => o.queue.fetch(this.#id, o.batchSize, 0));
         }
@@ -329,7 +343,7 @@ export class Consumer {
           continue;
         }
         this.#inHand = batch;
-        o.onStep?.("fetched", batch);
+        if (storing === null) o.onStep?.("fetched", batch);
         // The batch after this one is taken while this one is stored: by the
         // previous batch's acknowledgement, when it is still in flight, or by
         // an early fetch. A batch smaller than asked for emptied the queue, so
@@ -338,8 +352,20 @@ export class Consumer {
         const fetchEarly = acking === null && this.#flowing && !batch.fromRetry &&
           batch.items.length === o.batchSize;
         const early = acking ?? (fetchEarly ? this.#fetchEarly(batch) : Promise.resolve(null));
-        const stored = await this.#store(batch);
-        const after = await early;
+        // The batch taken during this insert is stored as soon as it arrives,
+        // beside this one (the store's client has two connections): decoding
+        // it and sending its rows overlap this insert instead of following
+        // it. Each batch is still acknowledged only after its own commit, in
+        // the order they were taken.
+        const ahead = early.then((after) => {
+          if (after && after.items.length > 0) this.#storeAhead(after);
+          return after;
+        });
+        // Awaited below, unless this store ends the loop first (then unheard of).
+        ahead.catch(() => {});
+        storing ??= this.#store(batch);
+        const stored = await storing;
+        const after = await ahead;
         this.#acking = null;
         if (after === undefined) {
           this.#inHand = undefined;
@@ -372,7 +398,12 @@ export class Consumer {
           }
           const acked = await this.#acknowledge(stored, undefined);
           this.#inHand = undefined;
-          if (acked === undefined) this.#next = null;
+          if (acked === undefined) {
+            // Fenced: the next batch is recovered by others; its store, if it
+            // is still running, only repeats rows the insert skips.
+            this.#next = null;
+            this.#nextStored = null;
+          }
           this.#flowing = acked !== undefined;
           continue;
         }
@@ -430,6 +461,18 @@ export class Consumer {
     } finally {
       settled.abort();
     }
+  }
+
+  /**
+   * Starts storing `next`, the batch taken while the one in hand is inserted
+   * (it is "fetched" for the fault tests from now on); the loop awaits the
+   * store once `next` is in hand, so a failure here surfaces there.
+   */
+  #storeAhead(next: Batch): void {
+    this.#o.onStep?.("fetched", next);
+    const storing = this.#store(next);
+    storing.catch(() => {});
+    this.#nextStored = storing;
   }
 
   /**

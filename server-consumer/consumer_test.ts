@@ -550,14 +550,47 @@ Deno.test("Consumer fetches the next batch while storing one, saying what it hol
   void consumer.run();
   await until(clock, () => store.rows.size === 25, "every row stored");
   // The first batch after starting is fetched alone and the second with its
-  // acknowledgement; the third early, during the second's insert; the last,
-  // not full, found the list dry.
-  assert.deepEqual(heldAtInsert, [10, 15, 5]);
+  // acknowledgement; the third early, during the second's insert, and its
+  // insert starts at once, the second still held; the third, not full, found
+  // the list dry.
+  assert.deepEqual(heldAtInsert, [10, 15, 15]);
   assert.deepEqual(queue.fetchHeld, [0, 10]);
   // The second and last batches came with an acknowledgement, holding nothing
   // else; the third with the second's, holding the third (5 items).
   assert.deepEqual(queue.ackFetchHeld, [0, 5, 0]);
   assert.deepEqual(queue.storedIds, Array.from({ length: 25 }, (_, i) => JSON.parse(user(i)).id));
+  await stop();
+  assert.deepEqual(queue.items, [], "nothing handed back: every batch was acknowledged");
+});
+
+Deno.test("Consumer starts the insert of the batch fetched early before the one in hand commits, and acknowledges them in order", async () => {
+  const { clock, queue, store, consumer, stop } = setUp();
+  queue.push(...Array.from({ length: 40 }, (_, i) => user(i)));
+  // Each insert answers only once the next one has started (or after 50 ms of
+  // fake time, when none follows): an insert that waited for the previous
+  // commit would find none running.
+  const insert = store.insert.bind(store);
+  let running: (() => void) | undefined;
+  const overlapped: boolean[] = [];
+  store.insert = (users) => {
+    overlapped.push(running !== undefined);
+    running?.();
+    return new Promise((resolve, reject) => {
+      const answer = () => {
+        if (running === answer) running = undefined;
+        insert(users).then(resolve, reject);
+      };
+      running = answer;
+      void clock.sleep(50).then(answer);
+    });
+  };
+  void consumer.run();
+  await until(clock, () => store.rows.size === 40, "every row stored");
+  // The first two batches are fetched one after the other (the first alone,
+  // the second with its acknowledgement); from the third on, each is taken
+  // and stored during the previous insert.
+  assert.deepEqual(overlapped, [false, false, true, true]);
+  assert.deepEqual(queue.storedIds, Array.from({ length: 40 }, (_, i) => JSON.parse(user(i)).id));
   await stop();
   assert.deepEqual(queue.items, [], "nothing handed back: every batch was acknowledged");
 });

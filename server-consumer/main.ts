@@ -135,6 +135,8 @@ const store = new PostgresStore(
     postgres({
       ...postgresOptions(config),
       ...pgSockets.options,
+      // Two: the insert of the batch taken early runs beside the one in
+      // progress (see consumer.ts), not queued behind it on one connection.
       max: 2,
       onnotice: () => {},
       // A server-side bound as well, for statements that run but never finish.

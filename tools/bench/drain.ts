@@ -119,6 +119,11 @@ export interface TimeDrainOptions {
   cpuProfileDir?: string;
   /** How often the replicas' memory is sampled. @default 250 */
   rssIntervalMs?: number;
+  /**
+   * The root of the tree whose consumer runs (an earlier build extracted by
+   * `baseline_tree.ts`, for `drain_versus.ts`). @default this repo
+   */
+  consumerDir?: string;
 }
 
 /**
@@ -151,7 +156,8 @@ export async function timeDrain(
   const consumers = Array.from(
     { length: setup.replicas },
     (_, i) =>
-      startDenoProcess(`consumer-${i + 1}`, taskCommand("consumer"), {
+      startDenoProcess(`consumer-${i + 1}`, taskCommand("consumer", options.consumerDir), {
+        cwd: options.consumerDir,
         env: consumerEnv(services.serviceEnv({
           QUEUE_NAME: name,
           CONSUMER_MODE: setup.mode,
