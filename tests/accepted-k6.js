@@ -43,5 +43,7 @@ export default function () {
     id,
     retry_after: res.headers["Retry-After"] || null,
     error: res.error || null,
+    // Whose refusal a non-202 was: the API's message, or Traefik's own "no available server".
+    body: res.status === 202 || !res.body ? null : String(res.body).slice(0, 200),
   }));
 }

@@ -38,6 +38,8 @@ interface K6Line {
   id: string | null;
   retry_after: string | null;
   error: string | null;
+  /** The start of a non-202's body (absent from lines of an older script). */
+  body?: string | null;
 }
 
 /**
@@ -282,11 +284,16 @@ export function parseAcceptedLines(output: string): Outcome[] {
       ms: 0,
     };
     if (k6.status === 202 && k6.id) outcomes.push({ ...base, kind: "accepted", id: k6.id });
-    else if (k6.status === 503 && k6.retry_after) outcomes.push({ ...base, kind: "rejected" });
-    else if (k6.status === 0 || k6.status === 502 || k6.status === 504) {
+    else if (k6.status === 503 && k6.retry_after) {
+      outcomes.push({ ...base, kind: "rejected", detail: k6.body?.trim() || undefined });
+    } else if (k6.status === 0 || k6.status === 502 || k6.status === 504) {
       outcomes.push({ ...base, kind: "indeterminate", detail: k6.error ?? String(k6.status) });
     } else {
-      outcomes.push({ ...base, kind: "unexpected", detail: `${k6.status} ${k6.error ?? ""}` });
+      outcomes.push({
+        ...base,
+        kind: "unexpected",
+        detail: `${k6.status} ${k6.error ?? k6.body?.trim() ?? ""}`,
+      });
     }
   }
   return outcomes;

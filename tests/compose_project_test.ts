@@ -12,14 +12,15 @@ Deno.test("parseAcceptedLines() sorts k6's lines into accepted, refused, indeter
     "k6 banner and other noise",
     JSON.stringify({ level: "info", msg: "not a request", source: "k6" }),
     k6Line({ ...base, name: "a", status: 202, id: "0193" }),
-    k6Line({ ...base, name: "b", status: 503, retry_after: "1" }),
+    k6Line({ ...base, name: "b", status: 503, retry_after: "1", body: '{"error":"full"}\n' }),
     k6Line({ ...base, name: "c", status: 0, error: "connection refused" }),
     k6Line({ ...base, name: "d", status: 502 }),
     k6Line({ ...base, name: "e", status: 503 }),
     k6Line({ ...base, name: "f", status: 500 }),
     k6Line({ ...base, name: "g", status: 202 }),
   ].join("\n");
-  const kinds = parseAcceptedLines(output).map((o) => `${o.name}:${o.kind}`);
+  const outcomes = parseAcceptedLines(output);
+  const kinds = outcomes.map((o) => `${o.name}:${o.kind}`);
   assert.deepEqual(kinds, [
     "a:accepted",
     "b:rejected",
@@ -29,6 +30,7 @@ Deno.test("parseAcceptedLines() sorts k6's lines into accepted, refused, indeter
     "f:unexpected",
     "g:unexpected",
   ]);
+  assert.equal(outcomes[1]!.detail, '{"error":"full"}', "a refusal says whose it was");
 });
 
 Deno.test("acceptedK6Args() passes the load's settings as k6 -e variables", () => {
