@@ -361,7 +361,7 @@ export class Consumer {
           if (after && after.items.length > 0) this.#storeAhead(after);
           return after;
         });
-        // Awaited below, unless this store ends the loop first (then unheard of).
+        // Awaited below; should this store end the loop first, nothing waits for it.
         ahead.catch(() => {});
         storing ??= this.#store(batch);
         const stored = await storing;
