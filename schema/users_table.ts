@@ -38,8 +38,10 @@ export type StoredUser = Readonly<z.infer<typeof storedUser>>;
  * Why a count and not `returning id`: the ids would cost the server a row
  * each to send and the client a row object each to parse, on every batch,
  * while only a batch that met stored ids needs to know which (the writer then
- * asks for their names: `server-consumer/user_writer.ts`). Measured in one
- * run, batches of 1,000: 1.1–1.5× the rows/s of `returning id`.
+ * asks for their names: `server-consumer/user_writer.ts`). Measured once, on
+ * one connection, 100,000 rows in batches of 1,000, three alternating rounds:
+ * 1.1–1.5× the rows/s of `returning id`; the consumer's whole drain since,
+ * with the overlapped insert: `tools/bench/drain_versus.ts`.
  */
 export async function insertUsers(
   sql: postgres.Sql,
