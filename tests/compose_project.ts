@@ -42,6 +42,18 @@ interface K6Line {
   body?: string | null;
 }
 
+/** The `error` of a JSON body (the API's refusals), else the body's text, if any. */
+function errorOf(body: string | null | undefined): string | undefined {
+  const text = body?.trim();
+  if (!text) return undefined;
+  try {
+    const error = (JSON.parse(text) as { error?: unknown } | null)?.error;
+    return typeof error === "string" ? error : text;
+  } catch {
+    return text;
+  }
+}
+
 /**
  * Users not stored yet in the queue `users`, through a redis-cli that `cli` runs: the main, the
  * retry and the processing lists, counted in one atomic script (see `pending_lists.ts`).
@@ -285,7 +297,8 @@ export function parseAcceptedLines(output: string): Outcome[] {
     };
     if (k6.status === 202 && k6.id) outcomes.push({ ...base, kind: "accepted", id: k6.id });
     else if (k6.status === 503 && k6.retry_after) {
-      outcomes.push({ ...base, kind: "rejected", detail: k6.body?.trim() || undefined });
+      // The API's own error text, as fault_load.ts records it; Traefik's own 503 has none.
+      outcomes.push({ ...base, kind: "rejected", detail: errorOf(k6.body) });
     } else if (k6.status === 0 || k6.status === 502 || k6.status === 504) {
       outcomes.push({ ...base, kind: "indeterminate", detail: k6.error ?? String(k6.status) });
     } else {

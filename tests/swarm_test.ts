@@ -21,6 +21,7 @@ import {
   pendingIn,
   run,
 } from "./compose_project.ts";
+import { QUEUE_UNAVAILABLE } from "./answer_check.ts";
 import { checkDelivery, deliveryHeld, describeProblems } from "./delivery_check.ts";
 import { waitForStored, waitForTargets } from "./prometheus_api.ts";
 
@@ -171,15 +172,6 @@ async function k6Load(prefix: string, rate: number, seconds: number) {
 
 const options = { sanitizeOps: false, sanitizeResources: false };
 
-/** True for the body of the API's 503 when a push missed its deadline or Redis failed it. */
-function isQueueTooSlow(body: string | undefined): boolean {
-  try {
-    return JSON.parse(body ?? "").error === "queue is unavailable, retry later";
-  } catch {
-    return false;
-  }
-}
-
 Deno.test({
   name: "docker stack deploy -c compose.yaml runs the pipeline on a one-node swarm",
   ...options,
@@ -297,19 +289,21 @@ Deno.test({
     // The API's own 503 when a push outlives REDIS_TIMEOUT_MS is the bound doing its job on a
     // starved machine, not the update: two CI runs beside the rest of the suite saw 20 and 85,
     // runs beside two or three busy loops 16–369, half of them after the last replica was
-    // replaced, and the test alone none. Such an
-    // answer is indeterminate, not a refusal: Redis may have run the push in time and its reply
-    // come too late (up to a fifth of them were stored), so it is held like a request cut off.
-    // What the update itself could cause is forbidden outright: no answer, 404, 500 or 502,
-    // Traefik's 503 for want of a ready replica, or a draining replica's "shutting down".
+    // replaced, and the test alone none. Such an answer is indeterminate, not a refusal: Redis
+    // may have run the push in time and its reply come too late (up to a fifth of them were
+    // stored), so it is held like a request cut off. What the update itself could cause is
+    // forbidden outright: no answer, 404, 500 or 502, Traefik's 503 for want of a ready replica,
+    // or a draining replica's "shutting down".
     const outcomes = (await load).map((o) =>
-      o.kind === "rejected" && isQueueTooSlow(o.detail)
+      o.kind === "rejected" && o.detail === QUEUE_UNAVAILABLE
         ? { ...o, kind: "indeterminate" as const }
         : o
     );
     await waitFor("the queue to drain", async () => (await pending()) === 0, { timeoutMs: 60_000 });
     const report = checkDelivery(outcomes, await rows("rolling"));
-    const tooSlow = outcomes.filter((o) => o.kind === "indeterminate" && isQueueTooSlow(o.detail));
+    const tooSlow = outcomes.filter((o) =>
+      o.kind === "indeterminate" && o.detail === QUEUE_UNAVAILABLE
+    );
     const failed = outcomes.filter((o) => o.kind !== "accepted" && !tooSlow.includes(o));
     const line = `swarm: rolling update of 3 API replicas in ${update.ms} ms under 150 req/s: ` +
       `${report.accepted} of ${outcomes.length} accepted, ${failed.length} failed, ` +

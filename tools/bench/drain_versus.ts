@@ -9,15 +9,15 @@
  *   deno run --cached-only -A tools/bench/drain_versus.ts REF [--rounds N]
  *     [--users N] [--batch N] [--replicas N] [--single]
  *
- * REF is a git ref of this repo (`HEAD~1`, `988adf9`); its tree is extracted
- * as the full benchmark's `--baseline` does (`baseline_tree.ts`). `--single`
+ * REF is a git ref of this repo (`HEAD~1`, `988adf9`); its tree is prepared
+ * as the full benchmark's `--baseline` is (`prepareBaseline`). `--single`
  * drains in single mode (batch of one) instead of batches.
  *
  * @module
  */
 
 import { parseArgs } from "node:util";
-import { extractTree, resolveCommit } from "./baseline_tree.ts";
+import { prepareBaseline } from "./baseline_tree.ts";
 import { startBenchServices } from "./bench_services.ts";
 import { type DrainRun, timeDrain, timeReferenceInsert } from "./drain.ts";
 import { median } from "./ingest.ts";
@@ -55,12 +55,9 @@ if (import.meta.main) {
   const progress = new Progress();
   const workDir = await Deno.makeTempDir({ prefix: "drain-versus-" });
   try {
-    const info = await resolveCommit(ref);
-    const dir = `${workDir}/baseline`;
-    await Deno.mkdir(dir);
-    await extractTree(info.commit, dir);
+    const { dir, commit, subject } = await prepareBaseline(ref, workDir, progress);
     progress.phase(
-      `this build's consumer against ${ref} = ${info.commit.slice(0, 7)} "${info.subject}": ` +
+      `this build's consumer against ${ref} = ${commit.slice(0, 7)} "${subject}": ` +
         `${formatCount(users)} users, ${setup.mode}` +
         `${single ? "" : ` ${setup.batchSize}`} × ${setup.replicas}, ${rounds} rounds`,
     );
