@@ -14,6 +14,7 @@
 
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
+import { loadTest } from "../tools/harness/load_turn.ts";
 import { freePort } from "../tools/harness/ports.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
 import { checkDelivery, deliveryHeld, describeProblems, type Row } from "./delivery_check.ts";
@@ -141,7 +142,7 @@ Deno.test({
 });
 
 for (const script of ["hello-k6.js", "e2e-k6.js"]) {
-  Deno.test({
+  loadTest({
     name: `docker compose run --rm --entrypoint=k6 k6-tests run /tests/${script} passes`,
     ...options,
     async fn() {
@@ -290,7 +291,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+loadTest({
   name:
     "while every API replica restarts, clients get 202 or 503 with Retry-After, never 404, 500 or 502",
   ...options,
@@ -342,7 +343,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+loadTest({
   name: "under k6 load, crashed consumers and an API and a restarted Redis lose nothing accepted",
   ...options,
   async fn() {
@@ -381,7 +382,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+loadTest({
   name: "docker compose stop under load ends every service within its grace period, exit 0; " +
     "after down and up the queued users are drained",
   ...options,

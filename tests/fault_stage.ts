@@ -40,6 +40,7 @@ import { v7 as uuidv7 } from "uuid";
 import { encodeEnvelope, type UserEnvelope } from "../queue/envelope.ts";
 import { type QueueKeys, queueKeys } from "../queue/keys.ts";
 import type { DeadLetter } from "../queue/redis_queue.ts";
+import { loadTest } from "../tools/harness/load_turn.ts";
 import { freePort } from "../tools/harness/ports.ts";
 import { TaskProcess } from "../tools/harness/processes.ts";
 import {
@@ -132,24 +133,26 @@ export function scenario(
   fn: (stage: Stage) => Promise<void>,
   options: ScenarioOptions = {},
 ): void {
-  Deno.test({
+  // Each scenario drives load: it takes its turn with the Docker tests' loads (load_turn.ts).
+  loadTest({
     name,
     // The file's Redis, PostgreSQL and clients outlive each test, and the
     // services are real processes whose pipes and timers span the scenarios.
     sanitizeOps: false,
     sanitizeResources: false,
-  }, async () => {
-    const shared = await sharedWorld();
-    await using own = options.ownRedis ? await startRedis() : undefined;
-    const world = own === undefined
-      ? shared
-      : { ...shared, redisServer: own, redis: redisClient(own) };
-    try {
-      await using stage = await Stage.open(world);
-      await fn(stage);
-    } finally {
-      if (world !== shared) world.redis.disconnect();
-    }
+    async fn() {
+      const shared = await sharedWorld();
+      await using own = options.ownRedis ? await startRedis() : undefined;
+      const world = own === undefined
+        ? shared
+        : { ...shared, redisServer: own, redis: redisClient(own) };
+      try {
+        await using stage = await Stage.open(world);
+        await fn(stage);
+      } finally {
+        if (world !== shared) world.redis.disconnect();
+      }
+    },
   });
 }
 

@@ -16,6 +16,7 @@
  */
 
 import assert from "node:assert/strict";
+import { loadTest } from "../tools/harness/load_turn.ts";
 import { type SwarmNode, SwarmNodes } from "../tools/harness/swarm_nodes.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
 import { acceptedK6Args, ok, parseAcceptedLines, pendingIn, run } from "./compose_project.ts";
@@ -260,7 +261,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+loadTest({
   name: "a worker lost under k6 load: its tasks move to the other nodes, every 202 is one row",
   ...options,
   async fn() {

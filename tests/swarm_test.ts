@@ -11,6 +11,7 @@
  */
 
 import assert from "node:assert/strict";
+import { loadTest } from "../tools/harness/load_turn.ts";
 import { freePort } from "../tools/harness/ports.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
 import {
@@ -232,7 +233,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+loadTest({
   name: "docker service scale brings the API to 3 replicas that all serve",
   ...options,
   async fn() {
@@ -259,7 +260,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+loadTest({
   name:
     "a rolling update of the API under k6 load fails no request for want of a replica and loses nothing",
   ...options,

@@ -8,6 +8,12 @@
  * prints `<passed> <failed> <ignored>` (ignored counts tests, steps and
  * filtered-out tests) and exits 0, or exits 1 when the output has no summary.
  *
+ *   deno run --allow-read tools/stack/test_summary.ts --failures <file>
+ *
+ * prints each failed test's name, place and the head of its error, so that
+ * the last lines of a long CI log say what failed (a log read from its tail
+ * otherwise shows only the counts).
+ *
  * @module
  */
 
@@ -57,7 +63,46 @@ export function notRun(summary: TestSummary): number {
   return summary.ignored + summary.ignoredSteps + summary.filteredOut;
 }
 
+/** How many lines of one error {@link failureRecap} keeps. */
+const ERROR_LINES = 8;
+
+/**
+ * Each failed test or step of the `ERRORS` section of `output`, as its
+ * `name => ./file:line:col` line followed by the head of its error (up to the
+ * stack trace, at most {@link ERROR_LINES} lines): empty when nothing failed.
+ */
+export function failureRecap(output: string): string[] {
+  const lines = output.replace(ANSI, "").split("\n");
+  const start = lines.findIndex((l) => l.trim() === "ERRORS");
+  if (start < 0) return [];
+  const recap: string[] = [];
+  let kept = 0;
+  for (const line of lines.slice(start + 1)) {
+    if (line.trim() === "FAILURES" || /^(ok|FAILED) \| /.test(line)) break;
+    if (/ => \S+:\d+:\d+$/.test(line)) {
+      recap.push(line);
+      kept = -1; // the error's own lines follow, from its `error:` line on
+    } else if (kept === -1 && line.startsWith("error: ")) {
+      recap.push(`  ${line}`);
+      kept = 1;
+    } else if (kept > 0 && kept < ERROR_LINES && !/^\s+at /.test(line)) {
+      if (line.trim() === "") continue;
+      recap.push(`  ${line}`);
+      kept++;
+    } else if (kept > 0) {
+      kept = ERROR_LINES; // the stack trace began: the rest is frames
+    }
+  }
+  return recap;
+}
+
 if (import.meta.main) {
+  if (Deno.args[0] === "--failures") {
+    const file = Deno.args[1];
+    if (file === undefined) Deno.exit(1);
+    for (const line of failureRecap(Deno.readTextFileSync(file))) console.log(line);
+    Deno.exit(0);
+  }
   const [file] = Deno.args;
   const summary = file === undefined ? undefined : parseTestSummary(Deno.readTextFileSync(file));
   if (summary === undefined) Deno.exit(1);
