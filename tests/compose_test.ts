@@ -14,8 +14,8 @@
 
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
-import { loadTest } from "../tools/harness/load_turn.ts";
 import { freePort } from "../tools/harness/ports.ts";
+import { takeLoadTurn } from "../tools/harness/load_turn.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
 import { checkDelivery, deliveryHeld, describeProblems, type Row } from "./delivery_check.ts";
 import type { Outcome } from "./fault_load.ts";
@@ -84,6 +84,14 @@ function checkAllowing503Stored(outcomes: readonly Outcome[], rows: readonly Row
 
 const options = { sanitizeOps: false, sanitizeResources: false };
 
+// These tests start engines, images and containers and drive load: the file holds the machine's
+// load turn from its first test to its last, so no fault scenario runs beside it (load_turn.ts).
+let giveBackTurn: (() => void) | undefined;
+Deno.test.beforeAll(async () => {
+  giveBackTurn = await takeLoadTurn("tests/compose_test.ts");
+});
+Deno.test.afterAll(() => giveBackTurn?.());
+
 Deno.test({
   name: "docker compose up -d --build --wait brings the whole stack up healthy",
   ...options,
@@ -142,7 +150,7 @@ Deno.test({
 });
 
 for (const script of ["hello-k6.js", "e2e-k6.js"]) {
-  loadTest({
+  Deno.test({
     name: `docker compose run --rm --entrypoint=k6 k6-tests run /tests/${script} passes`,
     ...options,
     async fn() {
@@ -291,7 +299,7 @@ Deno.test({
   },
 });
 
-loadTest({
+Deno.test({
   name:
     "while every API replica restarts, clients get 202 or 503 with Retry-After, never 404, 500 or 502",
   ...options,
@@ -343,7 +351,7 @@ loadTest({
   },
 });
 
-loadTest({
+Deno.test({
   name: "under k6 load, crashed consumers and an API and a restarted Redis lose nothing accepted",
   ...options,
   async fn() {
@@ -382,7 +390,7 @@ loadTest({
   },
 });
 
-loadTest({
+Deno.test({
   name: "docker compose stop under load ends every service within its grace period, exit 0; " +
     "after down and up the queued users are drained",
   ...options,

@@ -40,7 +40,7 @@ import { v7 as uuidv7 } from "uuid";
 import { encodeEnvelope, type UserEnvelope } from "../queue/envelope.ts";
 import { type QueueKeys, queueKeys } from "../queue/keys.ts";
 import type { DeadLetter } from "../queue/redis_queue.ts";
-import { loadTest } from "../tools/harness/load_turn.ts";
+import { withLoadTurn } from "../tools/harness/load_turn.ts";
 import { freePort } from "../tools/harness/ports.ts";
 import { TaskProcess } from "../tools/harness/processes.ts";
 import {
@@ -133,14 +133,15 @@ export function scenario(
   fn: (stage: Stage) => Promise<void>,
   options: ScenarioOptions = {},
 ): void {
-  // Each scenario drives load: it takes its turn with the Docker tests' loads (load_turn.ts).
-  loadTest({
+  Deno.test({
     name,
     // The file's Redis, PostgreSQL and clients outlive each test, and the
     // services are real processes whose pipes and timers span the scenarios.
     sanitizeOps: false,
     sanitizeResources: false,
-    async fn() {
+  }, () =>
+    // Each scenario drives load: it takes its turn with the Docker tests (load_turn.ts).
+    withLoadTurn(name, async () => {
       const shared = await sharedWorld();
       await using own = options.ownRedis ? await startRedis() : undefined;
       const world = own === undefined
@@ -152,8 +153,7 @@ export function scenario(
       } finally {
         if (world !== shared) world.redis.disconnect();
       }
-    },
-  });
+    }));
 }
 
 let fileWorld: Promise<World & { close(): Promise<void> }> | undefined;

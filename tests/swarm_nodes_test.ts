@@ -16,8 +16,8 @@
  */
 
 import assert from "node:assert/strict";
-import { loadTest } from "../tools/harness/load_turn.ts";
 import { type SwarmNode, SwarmNodes } from "../tools/harness/swarm_nodes.ts";
+import { takeLoadTurn } from "../tools/harness/load_turn.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
 import { acceptedK6Args, ok, parseAcceptedLines, pendingIn, run } from "./compose_project.ts";
 import { checkDelivery, deliveryHeld, describeProblems } from "./delivery_check.ts";
@@ -177,6 +177,14 @@ async function ready(): Promise<boolean> {
 
 const options = { sanitizeOps: false, sanitizeResources: false };
 
+// These tests start engines, images and containers and drive load: the file holds the machine's
+// load turn from its first test to its last, so no fault scenario runs beside it (load_turn.ts).
+let giveBackTurn: (() => void) | undefined;
+Deno.test.beforeAll(async () => {
+  giveBackTurn = await takeLoadTurn("tests/swarm_nodes_test.ts");
+});
+Deno.test.afterAll(() => giveBackTurn?.());
+
 Deno.test({
   name: "compose.yaml deploys on three engines: data services on the manager, the rest spread",
   ...options,
@@ -261,7 +269,7 @@ Deno.test({
   },
 });
 
-loadTest({
+Deno.test({
   name: "a worker lost under k6 load: its tasks move to the other nodes, every 202 is one row",
   ...options,
   async fn() {

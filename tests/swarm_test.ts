@@ -11,8 +11,8 @@
  */
 
 import assert from "node:assert/strict";
-import { loadTest } from "../tools/harness/load_turn.ts";
 import { freePort } from "../tools/harness/ports.ts";
+import { takeLoadTurn } from "../tools/harness/load_turn.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
 import {
   acceptedK6Args,
@@ -173,6 +173,14 @@ async function k6Load(prefix: string, rate: number, seconds: number) {
 
 const options = { sanitizeOps: false, sanitizeResources: false };
 
+// These tests start engines, images and containers and drive load: the file holds the machine's
+// load turn from its first test to its last, so no fault scenario runs beside it (load_turn.ts).
+let giveBackTurn: (() => void) | undefined;
+Deno.test.beforeAll(async () => {
+  giveBackTurn = await takeLoadTurn("tests/swarm_test.ts");
+});
+Deno.test.afterAll(() => giveBackTurn?.());
+
 Deno.test({
   name: "docker stack deploy -c compose.yaml runs the pipeline on a one-node swarm",
   ...options,
@@ -233,7 +241,7 @@ Deno.test({
   },
 });
 
-loadTest({
+Deno.test({
   name: "docker service scale brings the API to 3 replicas that all serve",
   ...options,
   async fn() {
@@ -260,7 +268,7 @@ loadTest({
   },
 });
 
-loadTest({
+Deno.test({
   name:
     "a rolling update of the API under k6 load fails no request for want of a replica and loses nothing",
   ...options,

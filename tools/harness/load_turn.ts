@@ -12,7 +12,11 @@
  * `deno test` process (or another checkout's suite on the same machine) waits
  * for. It is taken by the test as a whole, not around the load generator
  * alone, because such a test times its faults from the start of its load.
- * Within one process the turn is shared: a test may nest turns.
+ * The Docker test files hold it from their first test to their last
+ * ({@linkcode takeLoadTurn}): besides their loads, starting engines, images
+ * and a dozen containers starves a fault scenario just as well (a CI run saw
+ * 16 pushes outlive a 500 ms REDIS_TIMEOUT_MS beside the three-engine Swarm
+ * deploy). Within one process the turn is shared: turns may nest.
  *
  * @module
  */
@@ -41,14 +45,14 @@ async function lockFile(path: string): Promise<Deno.FsFile> {
 }
 
 /**
- * Runs `fn` once no other process holds the load turn, holding it until `fn`
- * settles. `what` names the test in the line printed when the wait was long.
+ * Resolves once no other process holds the load turn, to the function that
+ * gives it back (call it once). `what` names the test in the line printed
+ * when the wait was long.
  */
-export async function withLoadTurn<T>(
+export async function takeLoadTurn(
   what: string,
-  fn: () => Promise<T>,
   path: string = LOAD_TURN_FILE,
-): Promise<T> {
+): Promise<() => void> {
   const started = Date.now();
   holders++;
   try {
@@ -64,10 +68,25 @@ export async function withLoadTurn<T>(
       `load turn: "${what}" waited ${(waited / 1_000).toFixed(1)} s for another test's load`,
     );
   }
+  let given = false;
+  return () => {
+    if (given) return;
+    given = true;
+    release();
+  };
+}
+
+/** Runs `fn` holding the load turn ({@linkcode takeLoadTurn}) until it settles. */
+export async function withLoadTurn<T>(
+  what: string,
+  fn: () => Promise<T>,
+  path: string = LOAD_TURN_FILE,
+): Promise<T> {
+  const giveBack = await takeLoadTurn(what, path);
   try {
     return await fn();
   } finally {
-    release();
+    giveBack();
   }
 }
 
@@ -77,10 +96,4 @@ function release(): void {
   locked = undefined;
   // Closing the file releases the lock; nothing here waits on anything else.
   file?.then((f) => f.close(), () => {});
-}
-
-/** `Deno.test(definition)`, its function run inside {@linkcode withLoadTurn}: a test that drives load. */
-export function loadTest(definition: Deno.TestDefinition): void {
-  const { name, fn } = definition;
-  Deno.test({ ...definition, fn: (t) => withLoadTurn(name, async () => await fn(t)) });
 }
