@@ -28,7 +28,7 @@ import {
   scenario,
   seconds,
   type Stage,
-  twoHoldingOneIdle,
+  twoInsertingOneIdle,
   verdict,
 } from "./fault_stage.ts";
 
@@ -265,15 +265,15 @@ scenario(
 scenario(
   "consumers SIGTERMed while Redis is frozen exit 0 within compose's 30 s and lose nothing",
   async (stage) => {
-    const { redisServer, pg } = stage.world;
-    // Two hold a batch; then Redis freezes and PostgreSQL thaws: their inserts
-    // commit and their acknowledgements wait on the frozen Redis.
-    let setUp: Awaited<ReturnType<typeof twoHoldingOneIdle>>;
+    const { redisServer } = stage.world;
+    // Two hold a batch, their inserts waiting on the test's lock on the table; then Redis
+    // freezes and the lock goes: their inserts commit and their acknowledgements wait on the
+    // frozen Redis.
+    const setUp = await twoInsertingOneIdle(stage, "sigterm-redis-frozen");
     try {
-      setUp = await twoHoldingOneIdle(stage, "sigterm-redis-frozen");
       redisServer.server.freeze();
     } finally {
-      pg.server.thaw();
+      await setUp.unlock();
     }
     const { consumers, users, held, shutdownMs } = setUp;
     let exits: Awaited<ReturnType<Stage["sigterm"]>>;

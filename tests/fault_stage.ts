@@ -695,6 +695,52 @@ export async function waitForHolders(
  * caller thaws it (a failed scenario's is thawed by the next one).
  */
 export async function twoHoldingOneIdle(stage: Stage, prefix: string) {
+  const { consumers, shutdownMs } = await threeConsumers(stage);
+  const users = envelopes(1_000, prefix);
+  stage.world.pg.server.freeze();
+  await stage.world.redis.lpush(stage.keys.queue, ...users.map(encodeEnvelope));
+  const held = await waitForHolders(stage, consumers, 2);
+  return { consumers, users, held, shutdownMs };
+}
+
+/**
+ * {@linkcode twoHoldingOneIdle}, but the inserts wait on a lock the test holds on table `users`
+ * instead of on a frozen server, so the test sees both inserts arrive (in `pg_stat_activity`)
+ * before it goes on: a consumer whose items are in its processing list may not have read the
+ * fetch's reply yet, and a stop then gives that fetch up instead of finishing a batch in hand
+ * (seen once in CI, with the third consumer started 0.6 s before its SIGTERM). `unlock` lets the
+ * inserts commit.
+ */
+export async function twoInsertingOneIdle(stage: Stage, prefix: string) {
+  const { consumers, shutdownMs } = await threeConsumers(stage);
+  const users = envelopes(1_000, prefix);
+  const { sql, redis } = stage.world;
+  const locker = await sql.reserve();
+  await locker`begin`;
+  await locker`lock table users in access exclusive mode`;
+  const unlock = async () => {
+    await locker`commit`;
+    locker.release();
+  };
+  try {
+    await redis.lpush(stage.keys.queue, ...users.map(encodeEnvelope));
+    const held = await waitForHolders(stage, consumers, 2);
+    let waiting = 0;
+    await waitFor(() => `2 inserts to wait on the table's lock (${waiting})`, async () => {
+      const [row] = await sql<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity
+        where wait_event_type = 'Lock' and query ~ '^\\s*insert into users'`;
+      waiting = row!.n;
+      return waiting === 2;
+    }, { timeoutMs: 20_000 });
+    return { consumers, users, held, shutdownMs, unlock };
+  } catch (error) {
+    await unlock();
+    throw error;
+  }
+}
+
+async function threeConsumers(stage: Stage) {
   const shutdownMs = Number(stage.env(PRODUCTION_DEADLINES).SHUTDOWN_TIMEOUT_MS);
   const env = { ...PRODUCTION_DEADLINES, BATCH_SIZE: "500" };
   const consumers = [
@@ -702,11 +748,7 @@ export async function twoHoldingOneIdle(stage: Stage, prefix: string) {
     await stage.consumer(env),
     await stage.consumer(env),
   ];
-  const users = envelopes(1_000, prefix);
-  stage.world.pg.server.freeze();
-  await stage.world.redis.lpush(stage.keys.queue, ...users.map(encodeEnvelope));
-  const held = await waitForHolders(stage, consumers, 2);
-  return { consumers, users, held, shutdownMs };
+  return { consumers, shutdownMs };
 }
 
 /**
