@@ -15,7 +15,7 @@
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
 import { freePort } from "../tools/harness/ports.ts";
-import { takeLoadTurn } from "../tools/harness/load_turn.ts";
+import { holdLoadTurnForFile } from "../tools/harness/load_turn.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
 import { checkDelivery, deliveryHeld, describeProblems, type Row } from "./delivery_check.ts";
 import type { Outcome } from "./fault_load.ts";
@@ -86,11 +86,7 @@ const options = { sanitizeOps: false, sanitizeResources: false };
 
 // These tests start engines, images and containers and drive load: the file holds the machine's
 // load turn from its first test to its last, so no fault scenario runs beside it (load_turn.ts).
-let giveBackTurn: (() => void) | undefined;
-Deno.test.beforeAll(async () => {
-  giveBackTurn = await takeLoadTurn("tests/compose_test.ts");
-});
-Deno.test.afterAll(() => giveBackTurn?.());
+holdLoadTurnForFile("tests/compose_test.ts");
 
 Deno.test({
   name: "docker compose up -d --build --wait brings the whole stack up healthy",

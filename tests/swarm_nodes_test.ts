@@ -17,7 +17,7 @@
 
 import assert from "node:assert/strict";
 import { type SwarmNode, SwarmNodes } from "../tools/harness/swarm_nodes.ts";
-import { takeLoadTurn } from "../tools/harness/load_turn.ts";
+import { holdLoadTurnForFile } from "../tools/harness/load_turn.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
 import { acceptedK6Args, ok, parseAcceptedLines, pendingIn, run } from "./compose_project.ts";
 import { checkDelivery, deliveryHeld, describeProblems } from "./delivery_check.ts";
@@ -179,11 +179,7 @@ const options = { sanitizeOps: false, sanitizeResources: false };
 
 // These tests start engines, images and containers and drive load: the file holds the machine's
 // load turn from its first test to its last, so no fault scenario runs beside it (load_turn.ts).
-let giveBackTurn: (() => void) | undefined;
-Deno.test.beforeAll(async () => {
-  giveBackTurn = await takeLoadTurn("tests/swarm_nodes_test.ts");
-});
-Deno.test.afterAll(() => giveBackTurn?.());
+holdLoadTurnForFile("tests/swarm_nodes_test.ts");
 
 Deno.test({
   name: "compose.yaml deploys on three engines: data services on the manager, the rest spread",

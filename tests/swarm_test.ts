@@ -12,7 +12,7 @@
 
 import assert from "node:assert/strict";
 import { freePort } from "../tools/harness/ports.ts";
-import { takeLoadTurn } from "../tools/harness/load_turn.ts";
+import { holdLoadTurnForFile } from "../tools/harness/load_turn.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
 import {
   acceptedK6Args,
@@ -175,11 +175,7 @@ const options = { sanitizeOps: false, sanitizeResources: false };
 
 // These tests start engines, images and containers and drive load: the file holds the machine's
 // load turn from its first test to its last, so no fault scenario runs beside it (load_turn.ts).
-let giveBackTurn: (() => void) | undefined;
-Deno.test.beforeAll(async () => {
-  giveBackTurn = await takeLoadTurn("tests/swarm_test.ts");
-});
-Deno.test.afterAll(() => giveBackTurn?.());
+holdLoadTurnForFile("tests/swarm_test.ts");
 
 Deno.test({
   name: "docker stack deploy -c compose.yaml runs the pipeline on a one-node swarm",

@@ -76,6 +76,19 @@ export async function takeLoadTurn(
   };
 }
 
+/**
+ * Holds the load turn from the first test of the calling test file to its
+ * last (`Deno.test.beforeAll` and `afterAll`): for a file whose tests all load
+ * the machine. Call it once, at the file's top level.
+ */
+export function holdLoadTurnForFile(what: string): void {
+  let giveBack: (() => void) | undefined;
+  Deno.test.beforeAll(async () => {
+    giveBack = await takeLoadTurn(what);
+  });
+  Deno.test.afterAll(() => giveBack?.());
+}
+
 /** Runs `fn` holding the load turn ({@linkcode takeLoadTurn}) until it settles. */
 export async function withLoadTurn<T>(
   what: string,
