@@ -104,7 +104,10 @@ export interface VerifyOptions extends AnswerCheckOptions {
   deadPayloads?: readonly string[];
   /** Items allowed in the dead letters beyond `deadPayloads`, at most once each. */
   maybeDead?: readonly string[];
-  /** Names pushed straight into Redis that may be stored (at most once) or not. */
+  /**
+   * Names that may be stored (at most once) or not: pushed straight into
+   * Redis, or answered 503 while their push may still have run.
+   */
   mayStore?: readonly string[];
 }
 
