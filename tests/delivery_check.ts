@@ -52,7 +52,10 @@ export function checkDelivery(
   rows: readonly Row[],
   { injected = [], mayStore = [] }: {
     injected?: readonly Injected[];
-    /** Names that may be stored or not (once at most): pushed straight into Redis, or answered 503 while their push may still have run. */
+    /**
+     * Names that may be stored or not (once at most): pushed straight into
+     * Redis, or answered 503 while their push may still have run.
+     */
     mayStore?: readonly string[];
   } = {},
 ): DeliveryReport {
