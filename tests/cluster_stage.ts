@@ -405,7 +405,7 @@ export class ClusterStage implements AsyncDisposable {
       ...report,
       stored: stored.size,
       unconfirmed: unconfirmed.length,
-      unconfirmedStored: unconfirmed.filter((o) => stored.has(o.name)).length,
+      unconfirmedStored: report.mayStoreStored,
       crashCounts: left.reduce((sum, lengths) => sum + lengths[4], 0),
     };
     console.log(`${label}: ${accounting(result)}`);

@@ -34,6 +34,8 @@ export interface DeliveryReport {
   readonly indeterminate: number;
   /** Indeterminate requests whose user was stored anyway (allowed). */
   readonly indeterminateStored: number;
+  /** Names of `mayStore` that were stored (once). */
+  readonly mayStoreStored: number;
   /** Answers the promise forbids (a 500, a 503 without Retry-After…). */
   readonly unexpectedAnswers: readonly Outcome[];
   /** Accepted (or injected) but not stored; the dead letters are checked on their own. */
@@ -75,6 +77,7 @@ export function checkDelivery(
   const unexpectedRows: string[] = [];
   const wrongIds: string[] = [];
   let indeterminateStored = 0;
+  let mayStoreStored = 0;
   const optional = new Set(mayStore);
   for (const row of rows) {
     const times = (storedCount.get(row.name) ?? 0) + 1;
@@ -86,7 +89,9 @@ export function checkDelivery(
       if (row.id !== id) wrongIds.push(row.name);
     } else if (outcome?.kind === "indeterminate") {
       if (times === 1) indeterminateStored++;
-    } else if (!optional.has(row.name)) {
+    } else if (optional.has(row.name)) {
+      if (times === 1) mayStoreStored++;
+    } else {
       unexpectedRows.push(row.name);
     }
   }
@@ -98,6 +103,7 @@ export function checkDelivery(
     rejected: count("rejected"),
     indeterminate: count("indeterminate"),
     indeterminateStored,
+    mayStoreStored,
     unexpectedAnswers: outcomes.filter((o) => o.kind === "unexpected"),
     lost,
     duplicated,

@@ -64,4 +64,5 @@ Deno.test("checkDelivery() expects injected users and tolerates optional ones", 
   });
   assert.deepEqual(report.lost, ["missing"]);
   assert.deepEqual(report.unexpectedRows, []);
+  assert.equal(report.mayStoreStored, 1);
 });

@@ -140,8 +140,6 @@ scenario(
     ).map((o) => o.name);
     const drainMs = await stage.drain();
     const report = await stage.verify(outcomes, { mayStore: straddling });
-    const straddlingStored = (await stage.world.sql<{ name: string }[]>`
-      select name from users where name = any(${straddling})`).length;
     // Requests sent well inside the freeze: none could be queued, each must
     // be a prompt 503 with Retry-After.
     const inside = outcomes.filter((o) =>
@@ -170,7 +168,7 @@ scenario(
         `with Retry-After well inside the freeze, slowest answer ${slowest} ms (bound ${promptMs} ms), ` +
         `API accepting ` +
         `${seconds(apiBackMs)} after SIGCONT, ${straddling.length} × 503 in flight at SIGSTOP ` +
-        `(${straddlingStored} stored), /readyz 503 "${readyz.reason}" in ${readyz.ms} ms ` +
+        `(${report.mayStoreStored} stored), /readyz 503 "${readyz.reason}" in ${readyz.ms} ms ` +
         `while frozen, the same 2 consumers drained (fenced and ` +
         `re-registered ${fenced}×), ${verdict(report)}, drained in ${seconds(drainMs)}`,
     );
