@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { checkAnswers, type Fault, QUEUE_FULL, QUEUE_UNAVAILABLE } from "./answer_check.ts";
+import {
+  checkAnswers,
+  type Fault,
+  holdTooSlowAsIndeterminate,
+  QUEUE_FULL,
+  QUEUE_UNAVAILABLE,
+} from "./answer_check.ts";
 import type { Outcome } from "./fault_load.ts";
 
 const url = "http://127.0.0.1:1";
@@ -79,4 +85,17 @@ Deno.test("checkAnswers() bounds cut connections by the kill windows and the cou
   ]);
   const outside = checkAnswers([cut(5_000)], [killed], { maxIndeterminate: 1 });
   assert.match(outside.problems[0]!, /^1 × connection cut .* outside any API kill or stop/);
+});
+
+Deno.test("holdTooSlowAsIndeterminate() turns only the too-slow 503s indeterminate, within a bound", () => {
+  const accepted = outcome({ kind: "accepted", status: 202, id: "1" });
+  const full = outcome({ kind: "rejected", status: 503, detail: QUEUE_FULL, retryAfter: "1" });
+  const slow = unavailable(1_000);
+  const held = holdTooSlowAsIndeterminate([accepted, full, slow], 0.5);
+  assert.deepEqual(held.outcomes.map((o) => o.kind), ["accepted", "rejected", "indeterminate"]);
+  assert.deepEqual(held.tooSlow.map((o) => o.name), [slow.name]);
+  assert.equal(held.problem, undefined);
+  const over = holdTooSlowAsIndeterminate([accepted, slow, unavailable(1_001)], 0.5);
+  assert.equal(over.tooSlow.length, 2);
+  assert.equal(over.problem, "2 of 3 answered 503 as the queue was too slow, more than 50%");
 });

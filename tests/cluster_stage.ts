@@ -21,6 +21,7 @@ import assert from "node:assert/strict";
 import { Cluster } from "ioredis";
 import postgres from "postgres";
 import { type QueueKeys, queueShards } from "../queue/keys.ts";
+import { withLoadTurn } from "../tools/harness/load_turn.ts";
 import { freePort } from "../tools/harness/ports.ts";
 import { TaskProcess } from "../tools/harness/processes.ts";
 import { RedisCluster } from "../tools/harness/redis_cluster.ts";
@@ -72,11 +73,15 @@ export function clusterScenario(
     // The file's cluster, PostgreSQL and clients outlive each test.
     sanitizeOps: false,
     sanitizeResources: false,
-  }, async () => {
-    const world = await sharedWorld();
-    await using stage = await ClusterStage.open(world, options.shards ?? 1);
-    await fn(stage);
-  });
+  }, () =>
+    // Each scenario drives 500–1,500 requests a second through six Redis servers and four
+    // services: it takes its turn with the Docker tests and the fault suite (load_turn.ts), which
+    // a CI run saw it starve (a swarm scale beside it had 11 pushes outlive REDIS_TIMEOUT_MS).
+    withLoadTurn(name, async () => {
+      const world = await sharedWorld();
+      await using stage = await ClusterStage.open(world, options.shards ?? 1);
+      await fn(stage);
+    }));
 }
 
 let fileWorld: Promise<ClusterWorld & { close(): Promise<void> }> | undefined;

@@ -18,6 +18,7 @@ import { freePort } from "../tools/harness/ports.ts";
 import { holdLoadTurnForFile } from "../tools/harness/load_turn.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
 import { checkDelivery, deliveryHeld, describeProblems, type Row } from "./delivery_check.ts";
+import { holdTooSlowAsIndeterminate } from "./answer_check.ts";
 import type { Outcome } from "./fault_load.ts";
 import { ComposeProject, ok, run } from "./compose_project.ts";
 import { waitForStored, waitForTargets } from "./prometheus_api.ts";
@@ -187,13 +188,18 @@ Deno.test({
     // Traefik adds a replica 1-2 s after it turns healthy: poll, don't sleep.
     const before = new Map<string, number>();
     for (const c of servers) before.set(c.id, await project.receivedBytes(c.id));
-    const outcomes = await project.acceptedLoad("scaled", { rate: 300, seconds: 10 });
+    // Nothing fails on purpose here: the only 503 allowed is the API's own for a push that
+    // outlived REDIS_TIMEOUT_MS on the starved machine, held as indeterminate (answer_check.ts).
+    const { outcomes, tooSlow, problem } = holdTooSlowAsIndeterminate(
+      await project.acceptedLoad("scaled", { rate: 300, seconds: 10 }),
+    );
     const received = [];
     for (const c of servers) received.push((await project.receivedBytes(c.id)) - before.get(c.id)!);
     await project.waitDrained();
     const report = checkDelivery(outcomes, await project.rows("scaled"));
     assert.ok(deliveryHeld(report), describeProblems(report));
-    assert.equal(report.indeterminate, 0);
+    assert.equal(problem, undefined);
+    assert.equal(report.indeterminate, tooSlow.length, "no request went unanswered");
     // The new replicas are Prometheus targets too, and their counts reach it: the consumers'
     // counters (never reset in this project so far) add up to at least this load's users.
     const targetsMs = await waitForTargets(project.prometheusUrl, {
@@ -219,7 +225,9 @@ Deno.test({
     assert.ok(storedBy.every((n) => n > 0), `stored per consumer: ${storedBy}`);
     ok("up --scale", await project.compose(["up", "-d", ...scale, "--wait"]));
     note(
-      `scaled 4 APIs × 3 consumers: ${accounting(outcomes, outcomes.length)}; bytes received ` +
+      `scaled 4 APIs × 3 consumers: ${
+        accounting(outcomes, report.accepted + report.indeterminateStored)
+      }; bytes received ` +
         `per API ${received.map((b) => `${Math.round(b / 1024)} KiB`).join(", ")}; stored per ` +
         `consumer ${storedBy.join(", ")} (consumers stopped in ${stop.ms} ms); Prometheus ` +
         `scraped all 7 replicas (${targetsMs} ms) and counted ${counted} users stored`,

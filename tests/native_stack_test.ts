@@ -18,6 +18,11 @@ import {
 } from "../tools/harness/services.ts";
 import { delay, waitFor, waitForHttp } from "../tools/harness/wait.ts";
 import { connectPostgres, postgresConnection } from "./postgres_client.ts";
+import { holdLoadTurnForFile } from "../tools/harness/load_turn.ts";
+
+// k6 and closed-loop clients as fast as the native stack answers: the file takes its turn with the
+// Docker tests and the fault suite (load_turn.ts), so neither starves the other.
+holdLoadTurnForFile("tests/native_stack_test.ts");
 
 /** How long the consumers get to drain what k6 queued: far more than a few thousand rows need. */
 const DRAIN_TIMEOUT_MS = 60_000;

@@ -22,7 +22,7 @@ import {
   pendingIn,
   run,
 } from "./compose_project.ts";
-import { QUEUE_UNAVAILABLE } from "./answer_check.ts";
+import { holdTooSlowAsIndeterminate } from "./answer_check.ts";
 import { checkDelivery, deliveryHeld, describeProblems } from "./delivery_check.ts";
 import { waitForStored, waitForTargets } from "./prometheus_api.ts";
 
@@ -247,18 +247,29 @@ Deno.test({
       await run("docker", ["service", "scale", "--detach=true", `${STACK}_server=3`]),
     );
     const ms = await waitForTasks({ server: 3 });
-    const outcomes = await k6Load("scaled", 200, 6);
+    // A new replica starts under this load: a push that outlives REDIS_TIMEOUT_MS on the starved
+    // machine is answered 503, which may be stored (a CI run saw 11 such rows), so it is held as
+    // indeterminate (answer_check.ts); every other answer must be a 202.
+    const { outcomes, tooSlow, problem } = holdTooSlowAsIndeterminate(
+      await k6Load("scaled", 200, 6),
+    );
     await waitFor("the queue to drain", async () => (await pending()) === 0, { timeoutMs: 60_000 });
     const report = checkDelivery(outcomes, await rows("scaled"));
     assert.ok(deliveryHeld(report), describeProblems(report));
-    assert.equal(report.accepted, outcomes.length, "every request answered 202");
+    assert.equal(problem, undefined);
+    assert.equal(
+      report.accepted + tooSlow.length,
+      outcomes.length,
+      "every request answered 202, or 503 as the queue was too slow",
+    );
     // The same prometheus.yml as under compose: Swarm's DNS answers the service name with every
     // task's address (dnsrr), so the third replica is a target without anything else.
     const targetsMs = await waitForTargets(prometheusUrl, { server: 3, "server-consumer": 2 });
     const counted = await waitForStored(prometheusUrl, report.accepted);
     note(
       `swarm: scaled to 3 API replicas in ${ms} ms; ${report.accepted} of ${outcomes.length} ` +
-        `accepted and stored; Prometheus scraped all 5 replicas (${targetsMs} ms) and counted ` +
+        `accepted and stored, ${tooSlow.length} answered 503 as the queue was too slow ` +
+        `(${report.indeterminateStored} of them stored); Prometheus scraped all 5 replicas (${targetsMs} ms) and counted ` +
         `${counted} users stored`,
     );
   },
@@ -294,21 +305,13 @@ Deno.test({
     // The API's own 503 when a push outlives REDIS_TIMEOUT_MS is the bound doing its job on a
     // starved machine, not the update: two CI runs beside the rest of the suite saw 20 and 85,
     // runs beside two or three busy loops 16–369, half of them after the last replica was
-    // replaced, and the test alone none. Such an answer is indeterminate, not a refusal: Redis
-    // may have run the push in time and its reply come too late (up to a fifth of them were
-    // stored), so it is held like a request cut off. What the update itself could cause is
-    // forbidden outright: no answer, 404, 500 or 502, Traefik's 503 for want of a ready replica,
-    // or a draining replica's "shutting down".
-    const outcomes = (await load).map((o) =>
-      o.kind === "rejected" && o.detail === QUEUE_UNAVAILABLE
-        ? { ...o, kind: "indeterminate" as const }
-        : o
-    );
+    // replaced, and the test alone none. It is held as indeterminate (up to a fifth of them were
+    // stored; answer_check.ts). What the update itself could cause is forbidden outright: no
+    // answer, 404, 500 or 502, Traefik's 503 for want of a ready replica, or a draining replica's
+    // "shutting down".
+    const { outcomes, tooSlow, problem } = holdTooSlowAsIndeterminate(await load);
     await waitFor("the queue to drain", async () => (await pending()) === 0, { timeoutMs: 60_000 });
     const report = checkDelivery(outcomes, await rows("rolling"));
-    const tooSlow = outcomes.filter((o) =>
-      o.kind === "indeterminate" && o.detail === QUEUE_UNAVAILABLE
-    );
     const failed = outcomes.filter((o) => o.kind !== "accepted" && !tooSlow.includes(o));
     const line = `swarm: rolling update of 3 API replicas in ${update.ms} ms under 150 req/s: ` +
       `${report.accepted} of ${outcomes.length} accepted, ${failed.length} failed, ` +
@@ -316,10 +319,7 @@ Deno.test({
       `of them stored); lost ${report.lost.length}, duplicated ${report.duplicated.length}`;
     note(line);
     assert.deepEqual(failed.slice(0, 5).map((o) => `${o.status} ${o.detail ?? ""}`), [], line);
-    assert.ok(
-      tooSlow.length <= outcomes.length * 0.05,
-      `more than 5% answered 503 as the queue was too slow: ${line}`,
-    );
+    assert.equal(problem, undefined, line);
     assert.ok(deliveryHeld(report), describeProblems(report));
   },
 });

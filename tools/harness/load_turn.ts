@@ -16,7 +16,10 @@
  * ({@linkcode takeLoadTurn}): besides their loads, starting engines, images
  * and a dozen containers starves a fault scenario just as well (a CI run saw
  * 16 pushes outlive a 500 ms REDIS_TIMEOUT_MS beside the three-engine Swarm
- * deploy). Within one process the turn is shared: turns may nest.
+ * deploy). The fault scenarios (`tests/fault_stage.ts`) and the Redis Cluster
+ * scenarios (`tests/cluster_stage.ts`) take it per test; the dashboard's and
+ * the native stack's test files hold it whole, like the Docker ones. Within
+ * one process the turn is shared: turns may nest.
  *
  * @module
  */
