@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { REPO_DIR } from "./repo.ts";
 import { withLoadTurn } from "./load_turn.ts";
 
 const MODULE = new URL("./load_turn.ts", import.meta.url).href;
@@ -79,4 +80,28 @@ Deno.test("withLoadTurn() releases the turn when its function throws", async () 
   } finally {
     await Deno.remove(path);
   }
+});
+
+/** The file names in `./stack`'s bash array `name=(…)`. */
+function stackList(stack: string, name: string): string[] {
+  const body = new RegExp(`^${name}=\\(([^)]*)\\)`, "m").exec(stack)?.[1];
+  assert.ok(body !== undefined, `./stack defines no ${name}=(…)`);
+  return body.split(/\s+/).filter((word) => word !== "");
+}
+
+Deno.test("./stack lists exactly the test files that take the load turn, so its order holds", async () => {
+  // The [native] group runs its turn tests last (./stack, TURN_TESTS): one that is not listed
+  // would hold up the unit tests behind it while it waits for the Docker group's turn.
+  const stack = await Deno.readTextFile(`${REPO_DIR}/stack`);
+  const listed = [...stackList(stack, "DOCKER_TESTS"), ...stackList(stack, "TURN_TESTS")].sort();
+  const taking: string[] = [];
+  for await (const entry of Deno.readDir(`${REPO_DIR}/tests`)) {
+    if (!entry.name.endsWith("_test.ts")) continue;
+    const source = await Deno.readTextFile(`${REPO_DIR}/tests/${entry.name}`);
+    // fault_stage.ts's scenario() and cluster_stage.ts's clusterScenario() take it per test.
+    if (/^\s*(?:scenario|clusterScenario)\(|holdLoadTurnForFile\(|withLoadTurn\(/m.test(source)) {
+      taking.push(`tests/${entry.name}`);
+    }
+  }
+  assert.deepEqual(listed, taking.sort());
 });
