@@ -269,8 +269,8 @@ Deno.test({
     note(
       `swarm: scaled to 3 API replicas in ${ms} ms; ${report.accepted} of ${outcomes.length} ` +
         `accepted and stored, ${tooSlow.length} answered 503 as the queue was too slow ` +
-        `(${report.indeterminateStored} of them stored); Prometheus scraped all 5 replicas (${targetsMs} ms) and counted ` +
-        `${counted} users stored`,
+        `(${report.indeterminateStored} of them stored); Prometheus scraped all 5 replicas ` +
+        `(${targetsMs} ms) and counted ${counted} users stored`,
     );
   },
 });
