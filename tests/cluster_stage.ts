@@ -75,8 +75,9 @@ export function clusterScenario(
     sanitizeResources: false,
   }, () =>
     // Each scenario drives 500–1,500 requests a second through six Redis servers and four
-    // services: it takes its turn with the Docker tests and the fault suite (load_turn.ts), which
-    // a CI run saw it starve (a swarm scale beside it had 11 pushes outlive REDIS_TIMEOUT_MS).
+    // services: it takes its turn with the Docker tests and the fault suite (load_turn.ts). The
+    // Swarm scale runs while this group is at these scenarios, and a CI run saw 11 of its pushes
+    // outlive REDIS_TIMEOUT_MS and be stored though answered 503.
     withLoadTurn(name, async () => {
       const world = await sharedWorld();
       await using stage = await ClusterStage.open(world, options.shards ?? 1);
