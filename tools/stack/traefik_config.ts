@@ -25,9 +25,8 @@ function isObject(value: unknown): value is Yaml {
 /**
  * The native stack's static configuration: `config` (the parsed
  * traefik/traefik.yml) without the Docker provider, with the `web` entry point
- * on `address` and the file provider watching `dynamicDir`, without the
- * `unavailable` entry point. Other entry points keep their port but listen on
- * loopback only. The update check and usage
+ * on `address` and the file provider watching `dynamicDir`, and without the
+ * other entry points nor `ping`. The update check and usage
  * statistics are turned off: a local stack must not call out of the machine.
  * `config` is not modified.
  *
@@ -42,17 +41,11 @@ export function nativeStaticConfig(config: unknown, options: NativeStaticOptions
       }`,
     );
   }
-  // `unavailable` serves the 503-with-Retry-After answer of traefik/dynamic/, which the native
-  // stack does not load; on its fixed port it would also clash between two stacks on one machine.
-  delete copy.entryPoints.unavailable;
-  for (const [name, entryPoint] of Object.entries(copy.entryPoints)) {
-    if (!isObject(entryPoint)) continue;
-    if (name === "web") {
-      entryPoint.address = options.address;
-    } else if (typeof entryPoint.address === "string") {
-      entryPoint.address = `127.0.0.1:${entryPoint.address.split(":").at(-1)}`;
-    }
-  }
+  // The other entry points (Traefik's own 503 answer, the container's health check through
+  // `ping`) serve routes of traefik/dynamic/, which the native stack does not load; on their fixed
+  // ports they would also clash between two stacks on one machine.
+  copy.entryPoints = { web: { ...copy.entryPoints.web, address: options.address } };
+  delete copy.ping;
   const providers = isObject(copy.providers) ? copy.providers : {};
   delete providers.docker;
   const file = isObject(providers.file) ? providers.file : {};
@@ -79,7 +72,8 @@ export interface RoutesOptions {
  * second (1 s timeout) takes a replica out of the rotation while it is down,
  * restarting, cannot reach Redis, or drains before it stops: a stopping API
  * answers 503 there for SHUTDOWN_DRAIN_MS before it closes its listener, so
- * no request is sent to a closed port (a 502).
+ * no request is sent to a closed port; one that is (sent in the second before
+ * a check) is refused before anything was sent, and retried on another.
  */
 export function routesConfig(servers: readonly string[], options: RoutesOptions = {}): Yaml {
   return {
@@ -89,7 +83,13 @@ export function routesConfig(servers: readonly string[], options: RoutesOptions 
           rule: "PathPrefix(`/`)",
           entryPoints: ["web"],
           service: "server",
+          middlewares: ["retry-refused"],
         },
+      },
+      // As compose's route (traefik/dynamic/api.yml): a connection a replica refused carried
+      // nothing, so it is safe to send to another (a stopping replica closes its listener).
+      middlewares: {
+        "retry-refused": { retry: { attempts: 12, initialInterval: "150ms" } },
       },
       services: {
         server: {

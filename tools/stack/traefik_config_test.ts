@@ -10,6 +10,9 @@ entryPoints:
     address: ":8082"
   unavailable:
     address: "127.0.0.1:8081"
+ping:
+  entryPoint: metrics
+  manualRouting: true
 providers:
   docker:
     exposedByDefault: false
@@ -20,7 +23,7 @@ log:
   level: INFO
 `;
 
-Deno.test("nativeStaticConfig() drops the docker provider and the unavailable entry point, and points the file provider at the state dir", () => {
+Deno.test("nativeStaticConfig() drops the docker provider, every entry point but web and ping, and points the file provider at the state dir", () => {
   const config = nativeStaticConfig(parse(COMPOSE_STYLE), {
     address: "127.0.0.1:18000",
     dynamicDir: "/state/traefik/dynamic",
@@ -28,7 +31,6 @@ Deno.test("nativeStaticConfig() drops the docker provider and the unavailable en
   assert.deepEqual(config, {
     entryPoints: {
       web: { address: "127.0.0.1:18000" },
-      metrics: { address: "127.0.0.1:8082" },
     },
     providers: { file: { directory: "/state/traefik/dynamic", watch: true } },
     log: { level: "INFO" },
@@ -59,12 +61,20 @@ Deno.test("nativeStaticConfig() throws a TypeError without a web entry point", (
   assert.throws(() => nativeStaticConfig(null, { address: "a", dynamicDir: "d" }), TypeError);
 });
 
-Deno.test("routesConfig() balances PathPrefix(`/`) on web over every replica", () => {
+Deno.test("routesConfig() balances PathPrefix(`/`) on web over every replica, retrying refused connections", () => {
   const config = routesConfig(["http://127.0.0.1:1", "http://127.0.0.1:2"]);
   assert.deepEqual(config, {
     http: {
       routers: {
-        server: { rule: "PathPrefix(`/`)", entryPoints: ["web"], service: "server" },
+        server: {
+          rule: "PathPrefix(`/`)",
+          entryPoints: ["web"],
+          service: "server",
+          middlewares: ["retry-refused"],
+        },
+      },
+      middlewares: {
+        "retry-refused": { retry: { attempts: 12, initialInterval: "150ms" } },
       },
       services: {
         server: {
