@@ -10,22 +10,24 @@
  *   `{"ids": [user id…]}` (`queue/dead_letters.ts`).
  *
  * Every request must carry `Authorization: Bearer <ADMIN_TOKEN>`, else 401
- * with `WWW-Authenticate`. The token is compared in constant time, as SHA-256
- * digests (equal lengths, whatever was sent), so the time an answer takes
- * says nothing about how much of a guess was right.
+ * `unauthorized` with `WWW-Authenticate`. The token is compared in constant
+ * time, as SHA-256 digests (equal lengths, whatever was sent), so the time an
+ * answer takes says nothing about how much of a guess was right. While Redis
+ * fails or does not answer, they answer 503 `queue_unavailable`, as
+ * `POST /users` does.
  *
  * @module
  */
 
 import { createHash, timingSafeEqual } from "node:crypto";
 import { Hono } from "@hono/hono";
-import { HTTPException } from "@hono/hono/http-exception";
 import { z } from "zod";
 import type { DeadLetterFilter, DeadLetterPage } from "../queue/dead_letters.ts";
 import { MAX_PAGE } from "../queue/dead_letters.ts";
 import { isUuid } from "../queue/envelope.ts";
 import type { Overview } from "../queue/overview.ts";
 import { DEAD_LETTER_KINDS } from "../queue/redis_queue.ts";
+import { ApiError } from "./api_error.ts";
 
 /** The dead-letter operations the routes use; `DeadLetters` provides them. */
 export interface DeadLetterAdmin {
@@ -71,18 +73,18 @@ export function adminRoutes(options: AdminOptions): Hono {
     const match = /^Bearer +(\S+) *$/i.exec(c.req.header("Authorization") ?? "");
     if (match === null || !timingSafeEqual(digest(match[1]!), expected)) {
       c.header("WWW-Authenticate", 'Bearer realm="admin"');
-      throw new HTTPException(401, { message: "admin routes need Authorization: Bearer <token>" });
+      throw new ApiError("unauthorized", "admin routes need Authorization: Bearer <token>");
     }
     await next();
     c.header("Cache-Control", "no-store");
   });
 
-  app.get("/overview", async (c) => c.json(await overview()));
+  app.get("/overview", async (c) => c.json(await overview().catch(queueFailure)));
 
   app.get("/dead-letters", async (c) => {
     const offset = intParam(c.req.query("offset"), "offset", 0, Number.MAX_SAFE_INTEGER, 0);
     const limit = intParam(c.req.query("limit"), "limit", 1, MAX_PAGE, 20);
-    const page = await deadLetters.list(offset, limit);
+    const page = await deadLetters.list(offset, limit).catch(queueFailure);
     return c.json({
       total: page.total,
       by_reason: page.byReason,
@@ -92,16 +94,23 @@ export function adminRoutes(options: AdminOptions): Hono {
   });
 
   app.post("/dead-letters/requeue", async (c) => {
-    const requeued = await deadLetters.requeue(await readFilter(c.req.text()));
+    const filter = await readFilter(c.req.text());
+    const requeued = await deadLetters.requeue(filter).catch(queueFailure);
     return c.json({ requeued });
   });
 
   app.post("/dead-letters/purge", async (c) => {
-    const purged = await deadLetters.purge(await readFilter(c.req.text()));
+    const filter = await readFilter(c.req.text());
+    const purged = await deadLetters.purge(filter).catch(queueFailure);
     return c.json({ purged });
   });
 
   return app;
+}
+
+/** Every queue operation of these routes is Redis: its failure is the queue's, a 503. */
+function queueFailure(error: unknown): never {
+  throw new ApiError("queue_unavailable", "queue is unavailable, retry later", { cause: error });
 }
 
 /** A whole number query parameter within bounds, its default when absent, else a 400. */
@@ -115,9 +124,7 @@ export function intParam(
   if (text === undefined) return fallback;
   const value = /^\d{1,16}$/.test(text) ? Number(text) : NaN;
   if (!(value >= min && value <= max)) {
-    throw new HTTPException(400, {
-      message: `${name} must be a whole number from ${min} to ${max}`,
-    });
+    throw new ApiError("invalid_query", `${name} must be a whole number from ${min} to ${max}`);
   }
   return value;
 }
@@ -131,13 +138,14 @@ async function readFilter(body: Promise<string>): Promise<DeadLetterFilter> {
   try {
     value = JSON.parse(await body);
   } catch {
-    throw new HTTPException(400, {
-      message: 'body must be JSON: {} for every dead letter, {"reason": …} or {"ids": […]}',
-    });
+    throw new ApiError(
+      "invalid_json",
+      'body must be JSON: {} for every dead letter, {"reason": …} or {"ids": […]}',
+    );
   }
   const parsed = filterBody.safeParse(value);
   if (!parsed.success) {
-    throw new HTTPException(400, { message: parsed.error.issues[0]?.message ?? "bad filter" });
+    throw new ApiError("invalid_filter", parsed.error.issues[0]?.message ?? "bad filter");
   }
   return parsed.data;
 }

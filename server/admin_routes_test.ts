@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { DeadLetterFilter } from "../queue/dead_letters.ts";
 import type { Overview } from "../queue/overview.ts";
+import type { ErrorCode } from "./api_error.ts";
 import { createApp } from "./app.ts";
 import type { DeadLetterAdmin } from "./admin_routes.ts";
 
@@ -60,7 +61,9 @@ Deno.test("adminRoutes() answers 401 with WWW-Authenticate to a missing or wrong
     const res = await app.request("/admin/overview", { headers });
     assert.equal(res.status, 401, JSON.stringify(headers));
     assert.equal(res.headers.get("WWW-Authenticate"), 'Bearer realm="admin"');
-    assert.match((await res.json()).error, /Bearer/);
+    const body = await res.json();
+    assert.match(body.error, /Bearer/);
+    assert.equal(body.code, "unauthorized");
   }
   const purge = await app.request("/admin/dead-letters/purge", { method: "POST", body: "{}" });
   assert.equal(purge.status, 401);
@@ -90,6 +93,7 @@ Deno.test("adminRoutes() lists dead letters by page, 400 for a bad page", async 
   for (const query of ["limit=0", "limit=1001", "offset=-1", "offset=x"]) {
     const bad = await app.request(`/admin/dead-letters?${query}`, { headers: AUTH });
     assert.equal(bad.status, 400, query);
+    assert.equal((await bad.json()).code, "invalid_query", query);
   }
 });
 
@@ -115,19 +119,49 @@ Deno.test("adminRoutes() requeues and purges all, by reason or by ids", async ()
 
 Deno.test("adminRoutes() answers 400 to a filter it cannot read, and acts on none", async () => {
   const { app, calls } = adminApp();
-  for (
-    const body of [
-      "",
-      "not json",
-      '{"reason": "bad luck"}',
-      '{"ids": []}',
-      '{"ids": ["nope"]}',
-      '{"kind": "invalid_item"}',
-    ]
-  ) {
+  const cases: [string, ErrorCode][] = [
+    ["", "invalid_json"],
+    ["not json", "invalid_json"],
+    ['{"reason": "bad luck"}', "invalid_filter"],
+    ['{"ids": []}', "invalid_filter"],
+    ['{"ids": ["nope"]}', "invalid_filter"],
+    ['{"kind": "invalid_item"}', "invalid_filter"],
+  ];
+  for (const [body, code] of cases) {
     const res = await app.request("/admin/dead-letters/purge", post(body));
     assert.equal(res.status, 400, body);
-    assert.ok((await res.json()).error, body);
+    const answer = await res.json();
+    assert.ok(answer.error, body);
+    assert.equal(answer.code, code, body);
   }
   assert.deepEqual(calls, []);
+});
+
+Deno.test("adminRoutes() answers 503 queue_unavailable with Retry-After while Redis fails", async () => {
+  const down = () => Promise.reject(new Error("Connection is closed."));
+  const reported: unknown[] = [];
+  const app = createApp({
+    accept: () => Promise.resolve(),
+    userStatus: () => Promise.resolve(undefined),
+    listUsers: () => Promise.resolve([]),
+    admin: {
+      token: TOKEN,
+      deadLetters: { list: down, requeue: down, purge: down },
+      overview: down,
+    },
+    onUnexpectedError: (error) => reported.push(error),
+  });
+  const requests: [string, RequestInit][] = [
+    ["/admin/overview", { headers: AUTH }],
+    ["/admin/dead-letters", { headers: AUTH }],
+    ["/admin/dead-letters/requeue", post("{}")],
+    ["/admin/dead-letters/purge", post("{}")],
+  ];
+  for (const [path, init] of requests) {
+    const res = await app.request(path, init);
+    assert.equal(res.status, 503, path);
+    assert.equal(res.headers.get("Retry-After"), "1", path);
+    assert.equal((await res.json()).code, "queue_unavailable", path);
+  }
+  assert.deepEqual(reported, [], "an outage is not a bug");
 });

@@ -9,37 +9,42 @@
  * `GET /metrics` answers Prometheus (`metrics.ts`); `GET /openapi.json` describes
  * the public routes (`openapi.ts`).
  *
- * Every answer other than 2xx is JSON `{"error": "…"}` saying what is wrong;
- * nothing is accepted unless `accept` resolved, so a 202 always means the user
- * is durably queued.
+ * Every answer other than 2xx is JSON `{"error": "…", "code": "…"}`: the
+ * message says what is wrong, the code (`api_error.ts`) is what clients branch
+ * on; every 503 carries Retry-After. Nothing is accepted unless `accept`
+ * resolved, so a 202 always means the user is durably queued.
  *
  * @module
  */
 
 import { Hono } from "@hono/hono";
 import { bodyLimit } from "@hono/hono/body-limit";
-import { HTTPException } from "@hono/hono/http-exception";
-import type { ContentfulStatusCode } from "@hono/hono/utils/http-status";
 import { v7 as uuidv7 } from "uuid";
 import { z } from "zod";
 import { isUuid, nameProblem, type UserEnvelope } from "../queue/envelope.ts";
 import { SharedDeadline } from "../queue/deadline.ts";
 import { aliveResponse, Readiness } from "../queue/readiness.ts";
 import { QueueFullError, WriteUnconfirmedError } from "../queue/redis_queue.ts";
+import { isUnreachable } from "../schema/postgres_options.ts";
 import type { StoredUser } from "../schema/users_table.ts";
+import { ApiError, errorBody } from "./api_error.ts";
 import { type AdminOptions, adminRoutes, intParam } from "./admin_routes.ts";
 import { dashboardRoutes } from "./dashboard.ts";
 import { type OpenApiDocument, openApiDocument } from "./openapi.ts";
-import type { UserStatus } from "./user_status.ts";
+import { IndexUnavailableError, type UserStatus } from "./user_status.ts";
 import type { ApiMetrics } from "./metrics.ts";
 
 /** What the app needs from the outside world; `main.ts` wires the real clients. */
 export interface AppOptions {
   /** Durably queues (or stores) a validated user; rejects if it could not. */
   accept(user: UserEnvelope): Promise<void>;
-  /** A user's status (`user_status.ts`); undefined for an id we do not know. */
+  /**
+   * A user's status (`user_status.ts`); undefined for an id we do not know.
+   * Rejects with `IndexUnavailableError` when the queue's index cannot be
+   * read, or with PostgreSQL's error when it cannot be reached: both are a 503.
+   */
   userStatus(id: string): Promise<UserStatus | undefined>;
-  /** The `limit` newest stored users, newest first. */
+  /** The `limit` newest stored users, newest first; an unreachable PostgreSQL is a 503. */
   listUsers(limit: number): Promise<StoredUser[]>;
   /** The `/admin` routes; absent (404) without. @default none */
   admin?: AdminOptions;
@@ -122,9 +127,10 @@ export function createApp(options: AppOptions): Hono {
     bodyLimit({
       maxSize: bodyLimitBytes,
       onError: () => {
-        throw new HTTPException(413, {
-          message: `request body must be at most ${bodyLimitBytes} bytes`,
-        });
+        throw new ApiError(
+          "body_too_large",
+          `request body must be at most ${bodyLimitBytes} bytes`,
+        );
       },
     }),
     async (c) => {
@@ -134,21 +140,19 @@ export function createApp(options: AppOptions): Hono {
         const accepted = accept({ id, name, enqueued_at: Date.now() });
         await (acceptDeadline === undefined ? accepted : acceptDeadline.race(accepted));
       } catch (error) {
-        c.header("Retry-After", String(retryAfterSeconds));
         if (error instanceof QueueFullError) {
-          throw new HTTPException(503, { message: "queue is full, retry later", cause: error });
-        }
-        if (error instanceof WriteUnconfirmedError) {
-          // Pushed, but not known to survive a failover: not accepted (it may still be stored).
-          onUnavailable(error);
-          throw new HTTPException(503, {
-            message: "queue could not confirm the user on enough replicas, retry later",
-            cause: error,
-          });
+          throw new ApiError("queue_full", "queue is full, retry later", { cause: error });
         }
         onUnavailable(error);
-        throw new HTTPException(503, {
-          message: "queue is unavailable, retry later",
+        if (error instanceof WriteUnconfirmedError) {
+          // Pushed, but not known to survive a failover: not accepted (it may still be stored).
+          throw new ApiError(
+            "unconfirmed",
+            "queue could not confirm the user on enough replicas, retry later",
+            { cause: error },
+          );
+        }
+        throw new ApiError("queue_unavailable", "queue is unavailable, retry later", {
           cause: error,
         });
       }
@@ -158,17 +162,17 @@ export function createApp(options: AppOptions): Hono {
 
   app.get("/users/:id", async (c) => {
     const id = c.req.param("id").toLowerCase();
-    if (!isUuid(id)) throw new HTTPException(400, { message: "id must be a UUID" });
-    const status = await userStatus(id);
+    if (!isUuid(id)) throw new ApiError("invalid_id", "id must be a UUID");
+    const status = await userStatus(id).catch(readFailure);
     if (status === undefined) {
-      throw new HTTPException(404, { message: "no user with this id was accepted" });
+      throw new ApiError("user_not_found", "no user with this id was accepted");
     }
     return c.json(status);
   });
 
   app.get("/users", async (c) => {
     const limit = intParam(c.req.query("limit"), "limit", 1, MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT);
-    return c.json({ users: await listUsers(limit) });
+    return c.json({ users: await listUsers(limit).catch(readFailure) });
   });
 
   // Built at the first request rather than here: most apps (every test's) never serve it.
@@ -193,20 +197,40 @@ export function createApp(options: AppOptions): Hono {
 
   app.on(["PUT", "PATCH", "DELETE"], "/users", (c) => {
     c.header("Allow", "POST");
-    throw new HTTPException(405, { message: `${c.req.method} is not allowed on /users` });
+    throw new ApiError("method_not_allowed", `${c.req.method} is not allowed on /users`);
   });
 
-  app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
+  app.notFound((c) =>
+    c.json(errorBody("not_found", `no route for ${c.req.method} ${c.req.path}`), 404)
+  );
 
   app.onError((error, c) => {
-    if (error instanceof HTTPException) {
-      return c.json({ error: error.message }, error.status as ContentfulStatusCode);
+    if (error instanceof ApiError) {
+      if (error.status === 503) c.header("Retry-After", String(retryAfterSeconds));
+      return c.json(errorBody(error.code, error.message), error.status);
     }
     onUnexpectedError(error);
-    return c.json({ error: "internal error" }, 500);
+    return c.json(errorBody("internal_error", "internal error"), 500);
   });
 
   return app;
+}
+
+/**
+ * A failed read as its answer: a 503 while the queue's index or PostgreSQL
+ * does not answer (a retry may succeed); anything else is a bug, left to the
+ * error handler's 500.
+ */
+function readFailure(error: unknown): never {
+  if (error instanceof IndexUnavailableError) {
+    throw new ApiError("queue_unavailable", "queue is unavailable, retry later", { cause: error });
+  }
+  if (isUnreachable(error)) {
+    throw new ApiError("database_unavailable", "database is unavailable, retry later", {
+      cause: error,
+    });
+  }
+  throw error;
 }
 
 /** 415 for a body type we cannot read as JSON. */
@@ -219,12 +243,16 @@ async function checkContentType(
     const [type = "", ...params] = header.split(";").map((part) => part.trim().toLowerCase());
     const charset = params.find((p) => p.startsWith("charset="))?.slice(8).replaceAll('"', "");
     if (!(ACCEPTED_TYPES.has(type) || /^application\/[a-z0-9.+-]+\+json$/.test(type))) {
-      throw new HTTPException(415, {
-        message: `Content-Type ${type || "(empty)"} is not supported: send application/json`,
-      });
+      throw new ApiError(
+        "unsupported_media_type",
+        `Content-Type ${type || "(empty)"} is not supported: send application/json`,
+      );
     }
     if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
-      throw new HTTPException(415, { message: `charset ${charset} is not supported: send utf-8` });
+      throw new ApiError(
+        "unsupported_media_type",
+        `charset ${charset} is not supported: send utf-8`,
+      );
     }
   }
   await next();
@@ -240,7 +268,7 @@ function decodeBody(bytes: ArrayBuffer): string {
   try {
     return utf8.decode(bytes);
   } catch {
-    throw new HTTPException(400, { message: "body must be valid UTF-8" });
+    throw new ApiError("invalid_utf8", "body must be valid UTF-8");
   }
 }
 
@@ -250,17 +278,15 @@ export function parseUser(body: string): string {
   try {
     value = JSON.parse(body);
   } catch {
-    throw new HTTPException(400, {
-      message: 'body must be valid JSON such as {"name": "Ada"}',
-    });
+    throw new ApiError("invalid_json", 'body must be valid JSON such as {"name": "Ada"}');
   }
   const parsed = userBody.safeParse(value);
   if (!parsed.success) {
-    throw new HTTPException(400, { message: describeIssue(parsed.error.issues[0], value) });
+    throw new ApiError("invalid_body", describeIssue(parsed.error.issues[0], value));
   }
   const name = parsed.data.name.trim();
   const problem = nameProblem(name);
-  if (problem !== undefined) throw new HTTPException(400, { message: problem });
+  if (problem !== undefined) throw new ApiError("invalid_name", problem);
   return name;
 }
 

@@ -3,7 +3,9 @@ import { isUuid, type UserEnvelope } from "../queue/envelope.ts";
 import { DeadlineError } from "../queue/deadline.ts";
 import { Readiness } from "../queue/readiness.ts";
 import { QueueFullError, WriteUnconfirmedError } from "../queue/redis_queue.ts";
+import { ERROR_CODES, type ErrorCode } from "./api_error.ts";
 import { createApp } from "./app.ts";
+import { userStatusReader } from "./user_status.ts";
 
 const ID = "01934d5e-7b7c-7a1e-9c3f-1a2b3c4d5e6f";
 const ADA = { id: ID, name: "Ada", enqueued_at: new Date(0), stored_at: new Date(1) };
@@ -32,6 +34,13 @@ function fakeApp(accept?: (user: UserEnvelope) => Promise<void>) {
 
 function post(body: string, headers: Record<string, string> = {}) {
   return { method: "POST", body, headers };
+}
+
+/** An error answer's body: its message matches, and it carries exactly this code. */
+function assertError(body: { error?: unknown; code?: unknown }, message: RegExp, code: ErrorCode) {
+  assert.equal(typeof body.error, "string", JSON.stringify(body));
+  assert.match(body.error as string, message);
+  assert.equal(body.code, code, JSON.stringify(body));
 }
 
 Deno.test("createApp() accepts the course's curl body, sent as form-urlencoded, with 202", async () => {
@@ -67,27 +76,29 @@ Deno.test("createApp() stores the trimmed name", async () => {
   assert.equal(accepted[0]?.name, "Ada Lovelace");
 });
 
-Deno.test("createApp() answers each bad body with a precise 400 and accepts nothing", async () => {
-  const cases: [string, RegExp][] = [
-    ["{not json", /valid JSON/],
-    ["", /valid JSON/],
-    ["[1,2]", /JSON object/],
-    ['"Ada"', /JSON object/],
-    ["{}", /"name" is required/],
-    ['{"name": 42}', /"name" must be a string/],
-    ['{"name": null}', /"name" must be a string/],
-    ['{"name": "Ada", "admin": true}', /unexpected field "admin"/],
-    ['{"name": ""}', /empty/],
-    ['{"name": "   \\t "}', /empty/],
-    [`{"name": "${"x".repeat(201)}"}`, /at most 200/],
-    ['{"name": "a\\u0000b"}', /NUL/],
-    ['{"name": "a\\ud800b"}', /lone surrogate/],
+Deno.test("createApp() answers each bad body with a precise 400 and its code, and accepts nothing", async () => {
+  const cases: [string, RegExp, ErrorCode][] = [
+    ["{not json", /valid JSON/, "invalid_json"],
+    ["", /valid JSON/, "invalid_json"],
+    ["[1,2]", /JSON object/, "invalid_body"],
+    ['"Ada"', /JSON object/, "invalid_body"],
+    ["{}", /"name" is required/, "invalid_body"],
+    ['{"name": 42}', /"name" must be a string/, "invalid_body"],
+    ['{"name": null}', /"name" must be a string/, "invalid_body"],
+    ['{"name": "Ada", "admin": true}', /unexpected field "admin"/, "invalid_body"],
+    ['{"name": ""}', /empty/, "invalid_name"],
+    ['{"name": "   \\t "}', /empty/, "invalid_name"],
+    [`{"name": "${"x".repeat(201)}"}`, /at most 200/, "invalid_name"],
+    ['{"name": "a\\u0000b"}', /NUL/, "invalid_name"],
+    ['{"name": "a\\ud800b"}', /lone surrogate/, "invalid_name"],
   ];
-  for (const [body, message] of cases) {
+  for (const [body, message, code] of cases) {
     const { app, accepted } = fakeApp();
     const res = await app.request("/users", post(body, { "Content-Type": "application/json" }));
     assert.equal(res.status, 400, body);
-    assert.match((await res.json()).error, message, body);
+    const answer = await res.json();
+    assert.match(answer.error, message, body);
+    assert.equal(answer.code, code, body);
     assert.equal(accepted.length, 0, body);
   }
 });
@@ -96,7 +107,7 @@ Deno.test("createApp() answers 413 to a body over the limit", async () => {
   const { app, accepted } = fakeApp();
   const res = await app.request("/users", post(JSON.stringify({ name: "x".repeat(2000) })));
   assert.equal(res.status, 413);
-  assert.match((await res.json()).error, /at most 1024 bytes/);
+  assertError(await res.json(), /at most 1024 bytes/, "body_too_large");
   assert.equal(accepted.length, 0);
 });
 
@@ -112,7 +123,7 @@ Deno.test("createApp() answers 415 to a content type it cannot read as JSON", as
     const { app, accepted } = fakeApp();
     const res = await app.request("/users", post('{"name":"Ada"}', { "Content-Type": type }));
     assert.equal(res.status, 415, type);
-    assert.match((await res.json()).error, /not supported/);
+    assertError(await res.json(), /not supported/, "unsupported_media_type");
     assert.equal(accepted.length, 0);
   }
 });
@@ -122,7 +133,7 @@ Deno.test("createApp() answers 503 with Retry-After when the queue is full", asy
   const res = await app.request("/users", post('{"name":"Ada"}'));
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("Retry-After"), "1");
-  assert.match((await res.json()).error, /full/);
+  assertError(await res.json(), /full/, "queue_full");
 });
 
 Deno.test("createApp() answers 503, not 202, to a push fewer replicas than asked confirmed", async () => {
@@ -135,7 +146,7 @@ Deno.test("createApp() answers 503, not 202, to a push fewer replicas than asked
   const res = await app.request("/users", post('{"name":"Ada"}'));
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("Retry-After"), "1");
-  assert.match((await res.json()).error, /could not confirm the user on enough replicas/);
+  assertError(await res.json(), /could not confirm the user on enough replicas/, "unconfirmed");
   assert.equal(failures.length, 1);
 });
 
@@ -149,7 +160,7 @@ Deno.test("createApp() answers 503 with Retry-After when Redis fails", async () 
   const res = await app.request("/users", post('{"name":"Ada"}'));
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("Retry-After"), "1");
-  assert.match((await res.json()).error, /unavailable/);
+  assertError(await res.json(), /unavailable/, "queue_unavailable");
   assert.equal(failures.length, 1);
 });
 
@@ -166,7 +177,7 @@ Deno.test("createApp() answers 503 within acceptTimeoutMs when the queue never a
   assert.ok(Date.now() - started < 1_000, `answered after ${Date.now() - started} ms`);
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("Retry-After"), "1");
-  assert.match((await res.json()).error, /unavailable/);
+  assertError(await res.json(), /unavailable/, "queue_unavailable");
   assert.ok(failures[0] instanceof DeadlineError);
 });
 
@@ -220,8 +231,12 @@ Deno.test("createApp() reports a stored user, 404 for an unknown one, 400 for a 
   const body = await found.json();
   assert.equal(body.status, "stored");
   assert.equal(body.name, "Ada");
-  assert.equal((await app.request("/users/01934d5e-0000-7a1e-9c3f-1a2b3c4d5e6f")).status, 404);
-  assert.equal((await app.request("/users/nope")).status, 400);
+  const unknown = await app.request("/users/01934d5e-0000-7a1e-9c3f-1a2b3c4d5e6f");
+  assert.equal(unknown.status, 404);
+  assertError(await unknown.json(), /no user with this id/, "user_not_found");
+  const bad = await app.request("/users/nope");
+  assert.equal(bad.status, 400);
+  assertError(await bad.json(), /must be a UUID/, "invalid_id");
 });
 
 Deno.test("createApp() looks a user up by an uppercase id as by its lowercase form", async () => {
@@ -242,7 +257,7 @@ Deno.test("createApp() answers 500 to an unexpected error and reports it", async
   });
   const res = await app.request(`/users/${ID}`);
   assert.equal(res.status, 500);
-  assert.deepEqual(await res.json(), { error: "internal error" });
+  assert.deepEqual(await res.json(), { error: "internal error", code: "internal_error" });
   assert.deepEqual(reported, [bug]);
 });
 
@@ -250,10 +265,11 @@ Deno.test("createApp() answers unknown routes and methods in JSON", async () => 
   const { app } = fakeApp();
   const missing = await app.request("/nowhere");
   assert.equal(missing.status, 404);
-  assert.match((await missing.json()).error, /no route/);
+  assertError(await missing.json(), /no route for GET \/nowhere/, "not_found");
   const wrong = await app.request("/users", { method: "DELETE" });
   assert.equal(wrong.status, 405);
   assert.equal(wrong.headers.get("Allow"), "POST");
+  assertError(await wrong.json(), /DELETE is not allowed/, "method_not_allowed");
 });
 
 Deno.test("createApp() answers 400 to a body that is not valid UTF-8", async () => {
@@ -268,7 +284,7 @@ Deno.test("createApp() answers 400 to a body that is not valid UTF-8", async () 
   ]);
   const res = await app.request("/users", { method: "POST", body });
   assert.equal(res.status, 400);
-  assert.match((await res.json()).error, /UTF-8/);
+  assertError(await res.json(), /UTF-8/, "invalid_utf8");
   assert.equal(accepted.length, 0);
 });
 
@@ -308,7 +324,11 @@ Deno.test("createApp() lists the newest users with limit 20 by default, 400 for 
   for (const bad of ["0", "1001", "-1", "ten", "1.5", ""]) {
     const refused = await app.request(`/users?limit=${bad}`);
     assert.equal(refused.status, 400, `limit=${bad}`);
-    assert.match((await refused.json()).error, /limit must be a whole number from 1 to 1000/);
+    assertError(
+      await refused.json(),
+      /limit must be a whole number from 1 to 1000/,
+      "invalid_query",
+    );
   }
   assert.deepEqual(limits, [20, 1000]);
 });
@@ -319,4 +339,86 @@ Deno.test("createApp() has no /admin routes without admin options", async () => 
     headers: { Authorization: "Bearer anything-at-all-here" },
   });
   assert.equal(res.status, 404);
+});
+
+/** The error postgres.js rejects with when nothing listens on PostgreSQL's port. */
+function connectionRefused(): Error {
+  return Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), {
+    code: "ECONNREFUSED",
+  });
+}
+
+Deno.test("createApp() answers 503 database_unavailable with Retry-After, not 500, while PostgreSQL cannot be reached", async () => {
+  const reported: unknown[] = [];
+  const app = createApp({
+    accept: () => Promise.resolve(),
+    userStatus: userStatusReader({
+      indexed: () => Promise.resolve(undefined),
+      findUser: () => Promise.reject(connectionRefused()),
+    }),
+    listUsers: () => Promise.reject(connectionRefused()),
+    onUnexpectedError: (error) => reported.push(error),
+  });
+  for (const path of [`/users/${ID}`, "/users"]) {
+    const res = await app.request(path);
+    assert.equal(res.status, 503, path);
+    assert.equal(res.headers.get("Retry-After"), "1", path);
+    assertError(await res.json(), /database is unavailable/, "database_unavailable");
+  }
+  assert.deepEqual(reported, [], "an outage is not a bug");
+});
+
+Deno.test("createApp() answers a user's status 503 queue_unavailable while the queue's index cannot be read", async () => {
+  const app = createApp({
+    accept: () => Promise.resolve(),
+    userStatus: userStatusReader({
+      indexed: () => Promise.reject(new Error("Connection is closed.")),
+      findUser: () => Promise.reject(new Error("must not be read")),
+    }),
+    listUsers: () => Promise.resolve([]),
+  });
+  const res = await app.request(`/users/${ID}`);
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("Retry-After"), "1");
+  assertError(await res.json(), /queue is unavailable/, "queue_unavailable");
+});
+
+Deno.test("createApp() answers 500 when PostgreSQL answers a read with an error: a bug, not an outage", async () => {
+  const reported: unknown[] = [];
+  // undefined_table: the schema is not what the code expects, which no retry cures.
+  const refused = Object.assign(new Error('relation "users" does not exist'), { code: "42P01" });
+  const app = createApp({
+    accept: () => Promise.resolve(),
+    userStatus: userStatusReader({ findUser: () => Promise.reject(refused) }),
+    listUsers: () => Promise.resolve([]),
+    onUnexpectedError: (error) => reported.push(error),
+  });
+  const res = await app.request(`/users/${ID}`);
+  assert.equal(res.status, 500);
+  assertError(await res.json(), /internal error/, "internal_error");
+  assert.deepEqual(reported, [refused]);
+});
+
+Deno.test("createApp() gives every error answer a known code with that code's status", async () => {
+  const { app } = fakeApp();
+  const requests: [string, RequestInit?][] = [
+    ["/users", post("{")],
+    ["/users", post('{"name": ""}')],
+    ["/users", post("x".repeat(2_000))],
+    ["/users", post('{"name":"Ada"}', { "Content-Type": "application/xml" })],
+    ["/users/nope"],
+    ["/users/01934d5e-0000-7a1e-9c3f-1a2b3c4d5e6f"],
+    ["/users?limit=0"],
+    ["/users", { method: "PUT" }],
+    ["/nowhere"],
+    ["/admin/overview"],
+  ];
+  for (const [path, init] of requests) {
+    const res = await app.request(path, init);
+    const body = await res.json();
+    const where = `${init?.method ?? "GET"} ${path}: ${res.status} ${JSON.stringify(body)}`;
+    assert.ok(res.status >= 400, where);
+    assert.ok(Object.hasOwn(ERROR_CODES, body.code), where);
+    assert.equal(ERROR_CODES[body.code as ErrorCode].status, res.status, where);
+  }
 });

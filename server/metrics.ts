@@ -12,11 +12,10 @@
  */
 
 import type { Context, MiddlewareHandler } from "@hono/hono";
-import { HTTPException } from "@hono/hono/http-exception";
 import { matchedRoutes } from "@hono/hono/route";
 import { Counter, Histogram, type Registry } from "prom-client";
 import { createRegistry, METRIC_PREFIX, metricsResponse } from "../queue/metrics_registry.ts";
-import { QueueFullError, WriteUnconfirmedError } from "../queue/redis_queue.ts";
+import { ApiError } from "./api_error.ts";
 
 /** Why `POST /users` was refused: the queue at its bound, Redis failing, or a bad request (4xx). */
 export type Rejection = "full" | "unavailable" | "unconfirmed" | "invalid";
@@ -141,7 +140,7 @@ function routeOf(c: Context): string {
 export function rejectionOf(status: number, error: Error | undefined): Rejection | undefined {
   if (status >= 400 && status < 500) return "invalid";
   if (status !== 503) return undefined;
-  if (!(error instanceof HTTPException)) return "unavailable";
-  if (error.cause instanceof QueueFullError) return "full";
-  return error.cause instanceof WriteUnconfirmedError ? "unconfirmed" : "unavailable";
+  if (!(error instanceof ApiError)) return "unavailable";
+  if (error.code === "queue_full") return "full";
+  return error.code === "unconfirmed" ? "unconfirmed" : "unavailable";
 }

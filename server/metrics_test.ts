@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { HTTPException } from "@hono/hono/http-exception";
 import type { UserEnvelope } from "../queue/envelope.ts";
 import { QueueFullError, WriteUnconfirmedError } from "../queue/redis_queue.ts";
+import { ApiError } from "./api_error.ts";
 import { createApp } from "./app.ts";
 import { ApiMetrics, rejectionOf } from "./metrics.ts";
 
@@ -130,15 +130,15 @@ Deno.test("ApiMetrics counts refused POST /users by reason: full, unavailable, i
 });
 
 Deno.test("rejectionOf() tells a full queue from an unavailable one and calls any 4xx invalid", () => {
-  const full = new HTTPException(503, { cause: new QueueFullError(1) });
+  const full = new ApiError("queue_full", "full", { cause: new QueueFullError(1) });
   assert.equal(rejectionOf(503, full), "full");
-  assert.equal(
-    rejectionOf(503, new HTTPException(503, { cause: new Error("down") })),
-    "unavailable",
-  );
+  assert.equal(rejectionOf(503, new ApiError("queue_unavailable", "down")), "unavailable");
   const unconfirmed = new WriteUnconfirmedError("push", 1, 0, 200, 1);
-  assert.equal(rejectionOf(503, new HTTPException(503, { cause: unconfirmed })), "unconfirmed");
-  assert.equal(rejectionOf(413, new HTTPException(413)), "invalid");
+  assert.equal(
+    rejectionOf(503, new ApiError("unconfirmed", "unconfirmed", { cause: unconfirmed })),
+    "unconfirmed",
+  );
+  assert.equal(rejectionOf(413, new ApiError("body_too_large", "too large")), "invalid");
   assert.equal(rejectionOf(405, undefined), "invalid");
   assert.equal(rejectionOf(202, undefined), undefined);
   assert.equal(rejectionOf(500, new Error("bug")), undefined);

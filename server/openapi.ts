@@ -23,6 +23,7 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
 import { NAME_MAX_LENGTH } from "../queue/envelope.ts";
+import { ERROR_CODE_HEADER, ERROR_CODES, type ErrorCode, NO_REPLICA_READY } from "./api_error.ts";
 import { storedUser } from "../schema/users_table.ts";
 import { userStatus } from "./user_status.ts";
 
@@ -47,9 +48,8 @@ export type OpenApiDocument = ReturnType<OpenAPIHono["getOpenAPI31Document"]>;
 
 // The answers below are built inline by the routes and the probes (no type
 // to infer from), so these schemas only describe them; `openapi_test.ts`
-// checks that each documented route answers.
-const apiError = z.object({ error: z.string().describe("what is wrong, for a person to read") })
-  .meta({ id: "Error", description: "Every answer other than 2xx." });
+// checks that each documented route answers. The error answers' schemas are
+// built from `api_error.ts`, the codes' one list.
 const accepted = z.object({ id: z.uuid().describe("the id the API minted (UUIDv7)") })
   .meta({ id: "Accepted", description: "The user is durably queued." });
 const userList = z.object({ users: z.array(storedUser).describe("newest first") })
@@ -61,6 +61,33 @@ const retryAfter = {
 
 function json(description: string, schema: z.ZodType) {
   return { description, content: { "application/json": { schema } } };
+}
+
+/** Every route may answer these: a bug, or a replica that is stopping (`main.ts`). */
+const ANY_ROUTE: readonly ErrorCode[] = ["internal_error", "shutting_down"];
+
+/**
+ * The error answers a route gives, one per status, each saying which codes it
+ * carries and what they mean; the schema lists exactly those codes.
+ */
+function errors(codes: readonly ErrorCode[]) {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of [...codes, ...ANY_ROUTE]) {
+    const { status } = ERROR_CODES[code];
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
+  return Object.fromEntries(
+    [...byStatus].map(([status, list]) => {
+      const schema = z.object({
+        error: z.string().describe("what is wrong, for a person to read; may be reworded"),
+        code: z.enum(list as [ErrorCode, ...ErrorCode[]])
+          .describe("what is wrong, for a program to branch on; stable"),
+      });
+      const meanings = list.map((code) => `\`${code}\`: ${ERROR_CODES[code].description}`);
+      const answer = json(meanings.join(" "), schema);
+      return [status, status === 503 ? { ...answer, headers: retryAfter } : answer];
+    }),
+  );
 }
 
 /** The document for an app built with these options; pure, so `createApp` may build it lazily. */
@@ -98,16 +125,17 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
           Location: { description: "Where the user's status is read", schema: { type: "string" } },
         },
       },
-      400: json("The body is not valid UTF-8 or JSON, or the user is invalid", apiError),
-      413: json(`The body is larger than ${bodyLimitBytes} bytes`, apiError),
-      415: json("The content type or charset cannot be read as JSON", apiError),
-      503: {
-        ...json(
-          "The queue is full or unavailable, or could not confirm the user on enough replicas",
-          apiError,
-        ),
-        headers: retryAfter,
-      },
+      ...errors([
+        "invalid_utf8",
+        "invalid_json",
+        "invalid_body",
+        "invalid_name",
+        "body_too_large",
+        "unsupported_media_type",
+        "queue_full",
+        "queue_unavailable",
+        "unconfirmed",
+      ]),
     },
   });
 
@@ -119,8 +147,7 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
     request: { params: z.object({ id: z.uuid().describe("the id `POST /users` answered") }) },
     responses: {
       200: json("The user's status", userStatus),
-      400: json("The id is not a UUID", apiError),
-      404: json("No user with this id was accepted (or its dead letter was purged)", apiError),
+      ...errors(["invalid_id", "user_not_found", "queue_unavailable", "database_unavailable"]),
     },
   });
 
@@ -134,7 +161,7 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
     },
     responses: {
       200: json("The newest stored users, newest first", userList),
-      400: json("`limit` is not a whole number in range", apiError),
+      ...errors(["invalid_query", "database_unavailable"]),
     },
   });
 
@@ -192,7 +219,11 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
       title: "Users API",
       version: "1",
       description: "Accepts users into a Redis queue that a consumer moves into PostgreSQL; " +
-        'a 202 means the user is durably queued. Every answer other than 2xx is `{"error": …}`.',
+        "a 202 means the user is durably queued. Every answer of the API other than 2xx is " +
+        '`{"error": …, "code": …}`: branch on the `code`, never on the message. Every 503 ' +
+        "carries Retry-After. While no replica is ready, Traefik in front answers 503 itself, " +
+        `as text/plain "no available server", with \`${ERROR_CODE_HEADER}: ${NO_REPLICA_READY}\` ` +
+        "and Retry-After.",
     },
   });
 }

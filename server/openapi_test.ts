@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import type { Hono } from "@hono/hono";
+import { ERROR_CODES, type ErrorCode } from "./api_error.ts";
 import { createApp } from "./app.ts";
 import { ApiMetrics } from "./metrics.ts";
 
@@ -34,6 +35,7 @@ function fakeApp(full: boolean): Hono {
 interface Schema {
   readonly $ref?: string;
   readonly type?: string;
+  readonly enum?: unknown[];
   readonly required?: string[];
   readonly properties?: Record<string, Schema>;
   readonly additionalProperties?: unknown;
@@ -47,7 +49,10 @@ interface Operation {
   readonly operationId?: string;
   readonly parameters?: { name: string; in: string; required?: boolean }[];
   readonly requestBody?: { content: Content };
-  readonly responses: Record<string, { description?: unknown; content?: Content }>;
+  readonly responses: Record<
+    string,
+    { description?: unknown; content?: Content; headers?: Record<string, unknown> }
+  >;
 }
 
 /** What these tests read of an OpenAPI document. */
@@ -221,4 +226,33 @@ Deno.test("/openapi.json describes a user's status as the union of stored, queue
     format: "date-time",
     description: "when the row was committed",
   });
+});
+
+Deno.test("/openapi.json gives each error answer the codes it carries, each under its own status", async () => {
+  const doc = await documentOf(fakeApp(true));
+  const documentedCodes = new Set<string>();
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const [method, operation] of Object.entries(item)) {
+      for (const [status, response] of Object.entries(operation.responses)) {
+        const schema = jsonSchema(doc, response.content);
+        const codes = schema?.properties?.code?.enum;
+        if (Number(status) < 400 || codes === undefined) continue;
+        const where = `${method} ${path} ${status}`;
+        assert.deepEqual(schema?.required?.sort(), ["code", "error"], where);
+        for (const code of codes) {
+          assert.ok(Object.hasOwn(ERROR_CODES, String(code)), `${where}: unknown code ${code}`);
+          assert.equal(ERROR_CODES[code as ErrorCode].status, Number(status), `${where}: ${code}`);
+          assert.match(String(response.description), new RegExp(`\`${code}\``), where);
+          documentedCodes.add(String(code));
+        }
+        if (status === "503") assert.ok(response.headers?.["Retry-After"], where);
+      }
+    }
+  }
+  // The codes no public route gives: the admin routes' and those of a path or method with none.
+  const notPublic = ["unauthorized", "invalid_filter", "not_found", "method_not_allowed"];
+  assert.deepEqual(
+    [...documentedCodes].sort(),
+    Object.keys(ERROR_CODES).filter((code) => !notPublic.includes(code)).sort(),
+  );
 });

@@ -59,13 +59,30 @@ export interface StatusSources {
   readonly findUser: (id: string) => Promise<StoredUser | undefined>;
 }
 
-/** Builds the `userStatus` the app needs: undefined means an id we do not know. */
+/**
+ * The queue's index could not be read (Redis down, frozen or failing over): the
+ * status is unknown for now, which the app answers 503, not "no such user".
+ */
+export class IndexUnavailableError extends Error {
+  override readonly name = "IndexUnavailableError";
+}
+
+/**
+ * Builds the `userStatus` the app needs: undefined means an id we do not know.
+ * A failed index read rejects with {@linkcode IndexUnavailableError}; a failed
+ * table read rejects with PostgreSQL's (postgres.js') error as it is, whose
+ * code says whether the server could not be reached.
+ */
 export function userStatusReader(
   sources: StatusSources,
 ): (id: string) => Promise<UserStatus | undefined> {
+  const { indexed } = sources;
   return async (id) => {
     // The order matters; see the module's comment.
-    const entry = await sources.indexed?.(id);
+    const entry = indexed === undefined ? undefined : await indexed(id).catch((cause) => {
+      const message = "Cannot read the status as the queue's index did not answer";
+      throw new IndexUnavailableError(message, { cause });
+    });
     if (entry === "queued") return { status: "queued", id };
     if (entry !== undefined) {
       return {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { DeadLetter } from "../queue/redis_queue.ts";
 import type { StoredUser } from "../schema/users_table.ts";
-import { userStatusReader } from "./user_status.ts";
+import { IndexUnavailableError, userStatusReader } from "./user_status.ts";
 
 const ID = "01934d5e-7b7c-7a1e-9c3f-000000000001";
 const ROW: StoredUser = {
@@ -55,4 +55,24 @@ Deno.test("userStatusReader() reads the index before the table", async () => {
 Deno.test("userStatusReader() answers undefined for an id in neither", async () => {
   const status = userStatusReader({ findUser: () => Promise.resolve(undefined) });
   assert.equal(await status(ID), undefined);
+});
+
+Deno.test("userStatusReader() rejects with IndexUnavailableError when the index cannot be read", async () => {
+  const down = new Error("Connection is closed.");
+  const status = userStatusReader({
+    indexed: () => Promise.reject(down),
+    findUser: () => Promise.reject(new Error("must not be read")),
+  });
+  const error = await status(ID).catch((e) => e);
+  assert.ok(error instanceof IndexUnavailableError, String(error));
+  assert.equal(error.cause, down);
+});
+
+Deno.test("userStatusReader() rejects with the table's own error, so its code can be read", async () => {
+  const refused = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
+  const status = userStatusReader({
+    indexed: () => Promise.resolve(undefined),
+    findUser: () => Promise.reject(refused),
+  });
+  await assert.rejects(status(ID), (error) => error === refused);
 });

@@ -42,8 +42,21 @@ export default function () {
     status: res.status,
     id,
     retry_after: res.headers["Retry-After"] || null,
+    // Why a non-202 was refused, for the test to branch on: the API's `code`, or the X-Error-Code
+    // of Traefik's own 503, whose body is plain text.
+    code: res.status === 202 ? null : errorCode(res),
     error: res.error || null,
     // Whose refusal a non-202 was: the API's message, or Traefik's own "no available server".
     body: res.status === 202 || !res.body ? null : String(res.body).slice(0, 200),
   }));
+}
+
+function errorCode(res) {
+  try {
+    const code = res.json("code");
+    if (typeof code === "string") return code;
+  } catch (_) {
+    // Not JSON: an answer of Traefik's, or no answer at all.
+  }
+  return res.headers["X-Error-Code"] || null;
 }

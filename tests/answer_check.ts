@@ -4,9 +4,9 @@
  * load posts a valid user, so anything but a 202 needs a reason.
  *
  * A scenario records its faults as time windows, each naming the answers it
- * explains:
- * - `full`: a 503 "queue is full" (the queue is at QUEUE_MAX_LENGTH);
- * - `unavailable`: a 503 "queue is unavailable" (Redis is down, frozen or at
+ * explains, told apart by their code (`server/api_error.ts`), never their text:
+ * - `full`: a 503 `queue_full` (the queue is at QUEUE_MAX_LENGTH);
+ * - `unavailable`: a 503 `queue_unavailable` (Redis is down, frozen or at
  *   its maxmemory);
  * - `cut`: a connection that broke or was refused (an API was killed or
  *   stopped).
@@ -21,12 +21,13 @@
  * @module
  */
 
+import type { ErrorCode } from "../server/api_error.ts";
 import type { Outcome } from "./fault_load.ts";
 
-/** The API's error for a queue at its bound (`server/app.ts`). */
-export const QUEUE_FULL = "queue is full, retry later";
-/** The API's error when Redis refused or did not answer the push (`server/app.ts`). */
-export const QUEUE_UNAVAILABLE = "queue is unavailable, retry later";
+/** The API's code for a queue at its bound. */
+export const QUEUE_FULL = "queue_full" satisfies ErrorCode;
+/** The API's code when Redis refused or did not answer the push in time. */
+export const QUEUE_UNAVAILABLE = "queue_unavailable" satisfies ErrorCode;
 
 /** An answer other than 202 that a fault can explain. */
 export type Excuse = "full" | "unavailable" | "cut";
@@ -100,8 +101,8 @@ export function checkAnswers(
 /** The fault kind that could explain `outcome`, or undefined when none could. */
 function excuseFor(outcome: Outcome): Excuse | undefined {
   if (outcome.kind === "indeterminate") return outcome.timedOut ? undefined : "cut";
-  if (outcome.status === 503 && outcome.detail === QUEUE_FULL) return "full";
-  if (outcome.status === 503 && outcome.detail === QUEUE_UNAVAILABLE) return "unavailable";
+  if (outcome.status === 503 && outcome.code === QUEUE_FULL) return "full";
+  if (outcome.status === 503 && outcome.code === QUEUE_UNAVAILABLE) return "unavailable";
   return undefined;
 }
 
@@ -111,7 +112,7 @@ function describe(outcome: Outcome, excuse: Excuse | undefined): string {
       ? "no answer within the load's timeout (a hang)"
       : `connection cut (${outcome.detail}) outside any API kill or stop`;
   }
-  const answer = `${outcome.status} "${outcome.detail}"`;
+  const answer = `${outcome.status} ${outcome.code ?? "(no code)"} "${outcome.detail}"`;
   return excuse === undefined
     ? `${answer} to a valid request`
     : `${answer} outside any fault that explains it`;
@@ -132,20 +133,20 @@ export interface TooSlowHeld {
 }
 
 /**
- * For a load with no Redis fault in it (a scale, a rolling update): the API's 503 "queue is
- * unavailable" can then only be its own bound, REDIS_TIMEOUT_MS, outlived by a push on a starved
- * machine. The contract makes such an answer indeterminate, not a refusal: Redis may have run the
- * push in time and its reply been read too late (README, "Every answer is prompt"), so it is held
- * like a request cut off, stored once or not at all, and a duplicate still fails. More of them
- * than `maxShare` of the load is reported as a problem: at that rate it is the pipeline, not a
- * moment of starvation, and the test should say so.
+ * For a load with no Redis fault in it (a scale, a rolling update): the API's 503
+ * `queue_unavailable` can then only be its own bound, REDIS_TIMEOUT_MS, outlived by a push on a
+ * starved machine. The contract makes such an answer indeterminate, not a refusal: Redis may have
+ * run the push in time and its reply been read too late (README, "Every answer is prompt"), so it
+ * is held like a request cut off, stored once or not at all, and a duplicate still fails. More of
+ * them than `maxShare` of the load is reported as a problem: at that rate it is the pipeline, not
+ * a moment of starvation, and the test should say so.
  */
 export function holdTooSlowAsIndeterminate(
   outcomes: readonly Outcome[],
   maxShare = 0.05,
 ): TooSlowHeld {
   const held = outcomes.map((o): Outcome =>
-    o.kind === "rejected" && o.status === 503 && o.detail === QUEUE_UNAVAILABLE
+    o.kind === "rejected" && o.status === 503 && o.code === QUEUE_UNAVAILABLE
       ? { ...o, kind: "indeterminate" }
       : o
   );

@@ -6,7 +6,8 @@ import {
   QUEUE_FULL,
   QUEUE_UNAVAILABLE,
 } from "./answer_check.ts";
-import type { Outcome } from "./fault_load.ts";
+import { ERROR_CODE_HEADER, NO_REPLICA_READY } from "../server/api_error.ts";
+import { classify, type Outcome } from "./fault_load.ts";
 
 const url = "http://127.0.0.1:1";
 let counter = 0;
@@ -18,7 +19,14 @@ const outcome = (fields: Partial<Outcome> & Pick<Outcome, "kind">): Outcome => (
   ...fields,
 });
 const unavailable = (sentAt: number) =>
-  outcome({ kind: "rejected", status: 503, detail: QUEUE_UNAVAILABLE, retryAfter: "1", sentAt });
+  outcome({
+    kind: "rejected",
+    status: 503,
+    code: QUEUE_UNAVAILABLE,
+    detail: "queue is unavailable, retry later",
+    retryAfter: "1",
+    sentAt,
+  });
 const redisDown: Fault = { what: "Redis down", from: 2_000, to: 3_000, excuses: ["unavailable"] };
 
 Deno.test("checkAnswers() accepts 202s and answers a fault explains", () => {
@@ -38,21 +46,21 @@ Deno.test("checkAnswers() accepts 202s and answers a fault explains", () => {
 Deno.test("checkAnswers() reports a 503 outside the fault that would explain it", () => {
   const report = checkAnswers([unavailable(1_000), unavailable(3_001)], [redisDown]);
   assert.equal(report.problems.length, 1);
-  assert.match(report.problems[0]!, /^2 × 503 "queue is unavailable.*outside any fault/);
+  assert.match(report.problems[0]!, /^2 × 503 queue_unavailable "queue is unavailable.*outside/);
 });
 
 Deno.test("checkAnswers() reports a 503 that only another kind of fault explains", () => {
-  const full = outcome({ kind: "rejected", status: 503, detail: QUEUE_FULL, sentAt: 2_500 });
+  const full = outcome({ kind: "rejected", status: 503, code: QUEUE_FULL, sentAt: 2_500 });
   const report = checkAnswers([full], [redisDown]);
-  assert.match(report.problems[0]!, /^1 × 503 "queue is full/);
+  assert.match(report.problems[0]!, /^1 × 503 queue_full /);
 });
 
 Deno.test("checkAnswers() never explains a 4xx or another 503 to a valid request", () => {
   const everything: Fault = { ...redisDown, excuses: ["full", "unavailable", "cut"] };
   const report = checkAnswers(
     [
-      outcome({ kind: "rejected", status: 400, detail: "name must be a string", sentAt: 2_500 }),
-      outcome({ kind: "rejected", status: 503, detail: "database is down", sentAt: 2_500 }),
+      outcome({ kind: "rejected", status: 400, code: "invalid_body", sentAt: 2_500 }),
+      outcome({ kind: "rejected", status: 503, code: "database_unavailable", sentAt: 2_500 }),
     ],
     [everything],
   );
@@ -89,7 +97,7 @@ Deno.test("checkAnswers() bounds cut connections by the kill windows and the cou
 
 Deno.test("holdTooSlowAsIndeterminate() turns only the too-slow 503s indeterminate, within a bound", () => {
   const accepted = outcome({ kind: "accepted", status: 202, id: "1" });
-  const full = outcome({ kind: "rejected", status: 503, detail: QUEUE_FULL, retryAfter: "1" });
+  const full = outcome({ kind: "rejected", status: 503, code: QUEUE_FULL, retryAfter: "1" });
   const slow = unavailable(1_000);
   const held = holdTooSlowAsIndeterminate([accepted, full, slow], 0.5);
   assert.deepEqual(held.outcomes.map((o) => o.kind), ["accepted", "rejected", "indeterminate"]);
@@ -98,4 +106,68 @@ Deno.test("holdTooSlowAsIndeterminate() turns only the too-slow 503s indetermina
   const over = holdTooSlowAsIndeterminate([accepted, slow, unavailable(1_001)], 0.5);
   assert.equal(over.tooSlow.length, 2);
   assert.equal(over.problem, "2 of 3 answered 503 as the queue was too slow, more than 50%");
+});
+
+Deno.test("checkAnswers() goes by the code, whatever the message says", () => {
+  const reworded = outcome({
+    kind: "rejected",
+    status: 503,
+    code: QUEUE_UNAVAILABLE,
+    detail: "Redis did not answer, try again",
+    sentAt: 2_500,
+  });
+  const misleading = outcome({
+    kind: "rejected",
+    status: 503,
+    code: "unconfirmed",
+    detail: "queue is unavailable, retry later",
+    sentAt: 2_500,
+  });
+  const report = checkAnswers([reworded, misleading], [redisDown]);
+  assert.equal(report.explained.get("Redis down"), 1);
+  assert.equal(report.problems.length, 1);
+  assert.match(report.problems[0]!, /^1 × 503 unconfirmed /);
+});
+
+Deno.test("classify() reads the API's code from its body and Traefik's from X-Error-Code", async () => {
+  const api = await classify(
+    "a",
+    url,
+    Date.now(),
+    Response.json({ error: "queue is full, retry later", code: "queue_full" }, {
+      status: 503,
+      headers: { "Retry-After": "1" },
+    }),
+  );
+  assert.equal(api.kind, "rejected");
+  assert.equal(api.code, QUEUE_FULL);
+  assert.equal(api.detail, "queue is full, retry later");
+  const traefik = await classify(
+    "b",
+    url,
+    Date.now(),
+    new Response("no available server\n", {
+      status: 503,
+      headers: { "Retry-After": "1", [ERROR_CODE_HEADER]: NO_REPLICA_READY },
+    }),
+  );
+  assert.equal(traefik.kind, "rejected");
+  assert.equal(traefik.code, NO_REPLICA_READY);
+  assert.equal(traefik.detail, "no available server");
+});
+
+Deno.test("classify() holds a refusal without a code, or a 503 without Retry-After, unexpected", async () => {
+  const answers = [
+    Response.json({ error: "queue is full, retry later" }, {
+      status: 503,
+      headers: { "Retry-After": "1" },
+    }),
+    new Response("no available server", { status: 503, headers: { "Retry-After": "1" } }),
+    Response.json({ error: "queue is full, retry later", code: "queue_full" }, { status: 503 }),
+    Response.json({ error: "internal error", code: "internal_error" }, { status: 500 }),
+  ];
+  for (const answer of answers) {
+    const outcome = await classify("c", url, Date.now(), answer);
+    assert.equal(outcome.kind, "unexpected", outcome.detail);
+  }
 });

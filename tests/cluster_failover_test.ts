@@ -179,7 +179,7 @@ async function accepted(
 
 /** How many of `outcomes` are the API's 503 for a push WAIT did not confirm. */
 function unconfirmedAnswers(outcomes: readonly Outcome[]): number {
-  return outcomes.filter((o) => o.status === 503 && o.detail === QUEUE_UNCONFIRMED).length;
+  return outcomes.filter((o) => o.status === 503 && o.code === QUEUE_UNCONFIRMED).length;
 }
 
 /** The role of the node on `port` as the cluster sees it now. */

@@ -21,6 +21,7 @@ import assert from "node:assert/strict";
 import { Cluster } from "ioredis";
 import postgres from "postgres";
 import { type QueueKeys, queueShards } from "../queue/keys.ts";
+import type { ErrorCode } from "../server/api_error.ts";
 import { withLoadTurn } from "../tools/harness/load_turn.ts";
 import { freePort } from "../tools/harness/ports.ts";
 import { TaskProcess } from "../tools/harness/processes.ts";
@@ -40,8 +41,8 @@ import { PENDING_LISTS_SCRIPT, pendingFromReply } from "./pending_lists.ts";
 import { postgresConnection } from "./postgres_client.ts";
 import { currentConsumerId, hasEvent } from "./service_events.ts";
 
-/** The API's error for a push that WAIT did not confirm on REDIS_WAIT_REPLICAS replicas. */
-export const QUEUE_UNCONFIRMED = "queue could not confirm the user on enough replicas, retry later";
+/** The API's code for a push that WAIT did not confirm on REDIS_WAIT_REPLICAS replicas. */
+export const QUEUE_UNCONFIRMED = "unconfirmed" satisfies ErrorCode;
 
 /** The services a test file's scenarios share, and the test's own clients of them. */
 export interface ClusterWorld {
@@ -429,7 +430,7 @@ export class ClusterStage implements AsyncDisposable {
     // An unconfirmed write is the API keeping its word (no 202 for what WAIT did not confirm),
     // which a replica a little slow on a busy machine may cause at any time: not a fault's answer.
     const { problems: unexplained } = checkAnswers(
-      outcomes.filter((o) => o.detail !== QUEUE_UNCONFIRMED),
+      outcomes.filter((o) => o.code !== QUEUE_UNCONFIRMED),
       this.#faults,
       options,
     );

@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml } from "yaml";
+import { ERROR_CODE_HEADER, NO_REPLICA_READY } from "../server/api_error.ts";
 import { projectEnv } from "../tools/harness/services.ts";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
@@ -331,7 +332,7 @@ Deno.test("the API and the consumer are healthy only when /readyz answers 200", 
   assert.equal(labels["traefik.http.services.server.loadbalancer.healthcheck.path"], "/readyz");
 });
 
-Deno.test("with no API replica ready, traefik/dynamic answers 503 with Retry-After", async () => {
+Deno.test("with no API replica ready, traefik/dynamic answers 503 with Retry-After and its code", async () => {
   const staticConfig = parseYaml(await Deno.readTextFile(join(ROOT, "traefik", "traefik.yml")));
   // Traefik 3.6 answers 500 for a kept-but-unhealthy replica when this is on (traefik#13261).
   assert.notEqual(staticConfig.providers.docker.allowEmptyServices, true);
@@ -347,6 +348,12 @@ Deno.test("with no API replica ready, traefik/dynamic answers 503 with Retry-Aft
     fallback.http.middlewares[name].headers?.customResponseHeaders
   );
   assert.ok(headers.some((h: Record<string, string> | undefined) => h?.["Retry-After"] === "1"));
+  // Its code, for clients that branch on codes: the body is Traefik's own text.
+  assert.ok(
+    headers.some((h: Record<string, string> | undefined) =>
+      h?.[ERROR_CODE_HEADER] === NO_REPLICA_READY
+    ),
+  );
   // The failover's answer goes through Traefik's own loopback entrypoint, hence the header.
   const answer = fallback.http.services["no-replica-ready-answer"].loadBalancer.servers[0].url;
   const port = staticConfig.entryPoints.unavailable.address.split(":").at(-1);

@@ -40,6 +40,8 @@ interface K6Line {
   error: string | null;
   /** The start of a non-202's body (absent from lines of an older script). */
   body?: string | null;
+  /** A refusal's code: the API's `code`, or Traefik's X-Error-Code (`server/api_error.ts`). */
+  code?: string | null;
 }
 
 /** The `error` of a JSON body (the API's refusals), else the body's text, if any. */
@@ -297,8 +299,13 @@ export function parseAcceptedLines(output: string): Outcome[] {
     };
     if (k6.status === 202 && k6.id) outcomes.push({ ...base, kind: "accepted", id: k6.id });
     else if (k6.status === 503 && k6.retry_after) {
-      // The API's own error text, as fault_load.ts records it; Traefik's own 503 has none.
-      outcomes.push({ ...base, kind: "rejected", detail: errorOf(k6.body) });
+      // Its code, which checks branch on, and its text for people, as fault_load.ts records them.
+      outcomes.push({
+        ...base,
+        kind: "rejected",
+        code: k6.code ?? undefined,
+        detail: errorOf(k6.body),
+      });
     } else if (k6.status === 0 || k6.status === 502 || k6.status === 504) {
       outcomes.push({ ...base, kind: "indeterminate", detail: k6.error ?? String(k6.status) });
     } else {

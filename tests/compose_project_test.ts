@@ -12,12 +12,27 @@ Deno.test("parseAcceptedLines() sorts k6's lines into accepted, refused, indeter
     "k6 banner and other noise",
     JSON.stringify({ level: "info", msg: "not a request", source: "k6" }),
     k6Line({ ...base, name: "a", status: 202, id: "0193" }),
-    k6Line({ ...base, name: "b", status: 503, retry_after: "1", body: '{"error":"full"}\n' }),
+    k6Line({
+      ...base,
+      name: "b",
+      status: 503,
+      retry_after: "1",
+      code: "queue_full",
+      body: '{"error":"full","code":"queue_full"}\n',
+    }),
     k6Line({ ...base, name: "c", status: 0, error: "connection refused" }),
     k6Line({ ...base, name: "d", status: 502 }),
     k6Line({ ...base, name: "e", status: 503 }),
     k6Line({ ...base, name: "f", status: 500 }),
     k6Line({ ...base, name: "g", status: 202 }),
+    k6Line({
+      ...base,
+      name: "h",
+      status: 503,
+      retry_after: "1",
+      code: "no_replica_ready",
+      body: "no available server\n",
+    }),
   ].join("\n");
   const outcomes = parseAcceptedLines(output);
   const kinds = outcomes.map((o) => `${o.name}:${o.kind}`);
@@ -29,8 +44,15 @@ Deno.test("parseAcceptedLines() sorts k6's lines into accepted, refused, indeter
     "e:unexpected",
     "f:unexpected",
     "g:unexpected",
+    "h:rejected",
   ]);
   assert.equal(outcomes[1]!.detail, "full", "a refusal carries the API's error");
+  assert.equal(outcomes[1]!.code, "queue_full", "and its code");
+  assert.deepEqual(
+    [outcomes[7]!.code, outcomes[7]!.detail],
+    ["no_replica_ready", "no available server"],
+    "Traefik's own 503: the code of its header, its text",
+  );
 });
 
 Deno.test("acceptedK6Args() passes the load's settings as k6 -e variables", () => {

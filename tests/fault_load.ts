@@ -5,15 +5,20 @@
  * the test can find it again: in the table, in the dead letters, or nowhere.
  * Every outcome is classified as the client saw it:
  * - accepted: 202 with the id the API minted (it must end up stored under it);
- * - rejected: a 4xx or 503 with a JSON error (it must not be stored);
+ * - rejected: a 4xx, or a 503 with Retry-After, that carries an error code
+ *   (the API's in its JSON body, Traefik's in its X-Error-Code header); the
+ *   code says why, and checks branch on it (it must not be stored);
  * - indeterminate: the connection broke or the wait timed out (`timedOut`, a
  *   hang), so the user may or may not have been queued (stored at most once,
  *   or not at all);
- * - unexpected: any other answer (a 500, a 503 without Retry-After, a 2xx that
- *   is not 202 with an id), which the promise forbids outright.
+ * - unexpected: any other answer (a 500, a 503 without Retry-After, a refusal
+ *   without a code, a 2xx that is not 202 with an id), which the promise
+ *   forbids outright.
  *
  * @module
  */
+
+import { ERROR_CODE_HEADER } from "../server/api_error.ts";
 
 /** What became of one request. */
 export interface Outcome {
@@ -28,7 +33,15 @@ export interface Outcome {
   readonly id?: string;
   /** The Retry-After header of a 503. */
   readonly retryAfter?: string | null;
-  /** The error message of a rejected request, or the network error of an indeterminate one. */
+  /**
+   * The error code of a rejected request: the API's `code`, or Traefik's X-Error-Code
+   * (`server/api_error.ts`). What checks branch on.
+   */
+  readonly code?: string;
+  /**
+   * The error message of a rejected request (Traefik's plain text for its own), or the network
+   * error of an indeterminate one: for people, never matched.
+   */
   readonly detail?: string;
   /** When the request was sent (ms since the epoch). */
   readonly sentAt: number;
@@ -68,25 +81,27 @@ export async function classify(
   const ms = Date.now() - sentAt;
   const status = response.status;
   const retryAfter = response.headers.get("Retry-After");
-  let body: unknown;
+  const text = await response.text().catch(() => "");
+  let body: { id?: unknown; error?: unknown; code?: unknown } | undefined;
   try {
-    body = await response.json();
+    body = JSON.parse(text) ?? undefined;
   } catch {
     body = undefined;
   }
   const base = { name, url, status, sentAt, ms, retryAfter };
-  const error = (body as { error?: unknown } | undefined)?.error;
   if (status === 202) {
-    const id = (body as { id?: unknown } | undefined)?.id;
-    if (typeof id === "string") return { ...base, kind: "accepted", id };
-    return { ...base, kind: "unexpected", detail: `202 without an id: ${JSON.stringify(body)}` };
+    if (typeof body?.id === "string") return { ...base, kind: "accepted", id: body.id };
+    return { ...base, kind: "unexpected", detail: `202 without an id: ${text}` };
   }
-  const precise = typeof error === "string" && error.length > 0;
-  if (precise && status >= 400 && status < 500) return { ...base, kind: "rejected", detail: error };
-  if (precise && status === 503 && retryAfter !== null) {
-    return { ...base, kind: "rejected", detail: error };
-  }
-  return { ...base, kind: "unexpected", detail: `${status} ${JSON.stringify(body)}` };
+  // The API's refusals carry their code in the body; Traefik's own 503 has no JSON body for it.
+  const error = typeof body?.error === "string" ? body.error : undefined;
+  const code = typeof body?.code === "string" && error !== undefined
+    ? body.code
+    : response.headers.get(ERROR_CODE_HEADER) ?? undefined;
+  const refusal = { ...base, kind: "rejected" as const, code, detail: error ?? text.trim() };
+  if (code !== undefined && status >= 400 && status < 500) return refusal;
+  if (code !== undefined && status === 503 && retryAfter !== null) return refusal;
+  return { ...base, kind: "unexpected", code, detail: `${status} ${text}` };
 }
 
 /** Posts users with unique names until stopped, recording every outcome. */

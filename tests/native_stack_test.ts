@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import postgres from "postgres";
 import { queueKeys } from "../queue/keys.ts";
+import { ERROR_CODE_HEADER, NO_REPLICA_READY } from "../server/api_error.ts";
 import {
   migrate,
   projectEnv,
@@ -188,6 +189,33 @@ Deno.test("an API replica stopped behind Traefik drains first: no client sees an
   });
   const exit = await stack.stop();
   assert.deepEqual(exit.statuses["server-1"]?.code, 0);
+});
+
+Deno.test("with no API replica ready, Traefik answers 503 with Retry-After and its error code", async () => {
+  await using test = await startTestStack({ servers: 1, consumers: 1 });
+  const { stack } = test;
+  await withStackOutput(test, async () => {
+    const [server] = stack.servers;
+    assert.ok(server);
+    // Draining, the only replica fails its health check and Traefik's failover answers instead.
+    const stopped = server.stop({ signal: "SIGTERM", timeoutMs: 30_000 });
+    let answer: { status: number; headers: Headers; body: string } | undefined;
+    await waitFor("Traefik's own answer", async () => {
+      const res = await fetch(`${stack.url}/users`, {
+        method: "POST",
+        body: JSON.stringify({ name: "nobody home" }),
+        headers: { "Content-Type": "application/json" },
+      });
+      answer = { status: res.status, headers: res.headers, body: await res.text() };
+      return res.headers.has(ERROR_CODE_HEADER);
+    }, { timeoutMs: 20_000, intervalMs: 100 });
+    assert.equal(answer?.status, 503);
+    assert.equal(answer.headers.get(ERROR_CODE_HEADER), NO_REPLICA_READY);
+    assert.equal(answer.headers.get("Retry-After"), "1");
+    assert.equal(answer.body.trim(), "no available server");
+    assert.equal((await stopped)?.code, 0);
+  });
+  await stack.stop();
 });
 
 Deno.test("startRedis() keeps acknowledged writes across a SIGKILL and restart (AOF)", async () => {

@@ -4,6 +4,8 @@
  * in the retry list after a consumer crashed), stored, dead with its reason
  * (refused by the database; buried after crashing consumers), unknown; and
  * items pushed without the index (the course's raw LPUSH) consumed as before.
+ * And the answer while either store is stopped: a 503 with Retry-After and the
+ * code of the store, never a 500.
  */
 
 import assert from "node:assert/strict";
@@ -13,9 +15,11 @@ import { v7 as uuidv7 } from "uuid";
 import { encodeEnvelope, type UserEnvelope } from "../queue/envelope.ts";
 import { queueKeys } from "../queue/keys.ts";
 import { RedisQueue } from "../queue/redis_queue.ts";
-import { findUser } from "../schema/users_table.ts";
+import { apiRedisOptions } from "../queue/redis_options.ts";
+import { findUser, insertUsers, listUsers } from "../schema/users_table.ts";
 import { Consumer } from "../server-consumer/consumer.ts";
 import { PostgresStore } from "../server-consumer/postgres_store.ts";
+import { createApp } from "../server/app.ts";
 import { userStatusReader } from "../server/user_status.ts";
 import { migrate, startPostgres, startRedis } from "../tools/harness/services.ts";
 import { waitFor } from "../tools/harness/wait.ts";
@@ -126,6 +130,60 @@ Deno.test("GET /users/<id>'s status goes queued → stored, queued → dead, and
     await consumer?.stop();
     redis.disconnect();
     await store.close();
+    await sql.end();
+  }
+});
+
+Deno.test("GET /users/<id> answers 503 with Retry-After and the store's code while PostgreSQL or Redis is stopped", async () => {
+  await using redisServer = await startRedis();
+  await using pgServer = await startPostgres();
+  await migrate(pgServer.env);
+  const sql = connectPostgres(pgServer.env, 2);
+  // The API's own options: a command to a stopped Redis fails at once.
+  const redis = new Redis(redisServer.url, apiRedisOptions(1_000));
+  redis.on("error", () => {});
+  const queue = new RedisQueue(redis, queueKeys("outage"));
+  const unexpected: unknown[] = [];
+  const app = createApp({
+    accept: () => Promise.reject(new Error("this test posts nobody")),
+    userStatus: userStatusReader({
+      indexed: (id) => queue.indexed(id),
+      findUser: (id) => findUser(sql, id),
+    }),
+    listUsers: (limit) => listUsers(sql, limit),
+    onUnexpectedError: (error) => unexpected.push(error),
+  });
+  const answer = async (path: string) => {
+    const res = await app.request(path);
+    const body = await res.json();
+    return { status: res.status, retryAfter: res.headers.get("Retry-After"), code: body.code };
+  };
+  try {
+    const stored = user("Stored");
+    await insertUsers(sql, [stored]);
+    const queued = user("Queued");
+    await queue.enqueue(100, queued);
+    assert.equal((await answer(`/users/${stored.id}`)).status, 200);
+
+    await pgServer.server.stop("fast");
+    const down = { status: 503, retryAfter: "1", code: "database_unavailable" };
+    assert.deepEqual(await answer(`/users/${stored.id}`), down);
+    assert.deepEqual(await answer("/users"), down);
+    // The index answers alone for a queued user: no table read, no outage to report.
+    assert.equal((await answer(`/users/${queued.id}`)).status, 200);
+
+    await pgServer.server.start();
+    assert.equal((await answer(`/users/${stored.id}`)).status, 200, "answers again once back");
+
+    await redisServer.server.stop();
+    assert.deepEqual(await answer(`/users/${stored.id}`), {
+      status: 503,
+      retryAfter: "1",
+      code: "queue_unavailable",
+    });
+    assert.deepEqual(unexpected, [], "an outage is not a bug");
+  } finally {
+    redis.disconnect();
     await sql.end();
   }
 });

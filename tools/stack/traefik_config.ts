@@ -3,7 +3,10 @@
  * uses (`traefik/traefik.yml`) so both stacks share entry points, logging and
  * provider settings. Without Docker there is nothing for the Docker provider
  * to discover, so the API replicas are listed in a file-provider route file
- * instead, mirroring the `traefik.*` labels of compose.yaml.
+ * instead, mirroring the `traefik.*` labels of compose.yaml. While no replica
+ * is ready, Traefik answers 503 itself with Retry-After and its error code, as
+ * under compose: from `traefik/dynamic/unavailable.yml`, served on an
+ * `unavailable` entry point of its own port ({@linkcode unavailableConfig}).
  *
  * @module
  */
@@ -14,7 +17,15 @@ export interface NativeStaticOptions {
   address: string;
   /** The directory the file provider watches for the route file. */
   dynamicDir: string;
+  /**
+   * The loopback address of the `unavailable` entry point, where Traefik gives its own 503 answer
+   * ({@linkcode unavailableConfig}). @default none: no such entry point
+   */
+  unavailableAddress?: string;
 }
+
+/** The service of `traefik/dynamic/unavailable.yml` that gives Traefik's own 503 answer. */
+export const UNAVAILABLE_ANSWER = "no-replica-ready-answer";
 
 type Yaml = Record<string, unknown>;
 
@@ -26,7 +37,8 @@ function isObject(value: unknown): value is Yaml {
  * The native stack's static configuration: `config` (the parsed
  * traefik/traefik.yml) without the Docker provider, with the `web` entry point
  * on `address` and the file provider watching `dynamicDir`, and without the
- * other entry points nor `ping`. The update check and usage
+ * other entry points (but `unavailable` on `unavailableAddress`, if given) nor
+ * `ping`. The update check and usage
  * statistics are turned off: a local stack must not call out of the machine.
  * `config` is not modified.
  *
@@ -41,10 +53,15 @@ export function nativeStaticConfig(config: unknown, options: NativeStaticOptions
       }`,
     );
   }
-  // The other entry points (Traefik's own 503 answer, the container's health check through
-  // `ping`) serve routes of traefik/dynamic/, which the native stack does not load; on their fixed
-  // ports they would also clash between two stacks on one machine.
-  copy.entryPoints = { web: { ...copy.entryPoints.web, address: options.address } };
+  // The other entry points serve routes of traefik/dynamic/ (the container's health check through
+  // `ping`, Traefik's own 503 answer), and on their fixed ports they would clash between two stacks
+  // on one machine; that answer comes back at the address the stack picked for it.
+  copy.entryPoints = {
+    web: { ...copy.entryPoints.web, address: options.address },
+    ...(options.unavailableAddress === undefined
+      ? {}
+      : { unavailable: { address: options.unavailableAddress } }),
+  };
   delete copy.ping;
   const providers = isObject(copy.providers) ? copy.providers : {};
   delete providers.docker;
@@ -63,6 +80,12 @@ export interface RoutesOptions {
   healthPath?: string;
   /** How often each replica is checked. @default "1s" */
   healthInterval?: string;
+  /**
+   * The service that answers while no replica is ready ({@linkcode UNAVAILABLE_ANSWER}); the
+   * replicas are then the primary of a failover to it, as compose's route is.
+   * @default none: Traefik's bare 503, without Retry-After or code
+   */
+  fallback?: string;
 }
 
 /**
@@ -76,13 +99,14 @@ export interface RoutesOptions {
  * a check) is refused before anything was sent, and retried on another.
  */
 export function routesConfig(servers: readonly string[], options: RoutesOptions = {}): Yaml {
+  const { fallback } = options;
   return {
     http: {
       routers: {
         server: {
           rule: "PathPrefix(`/`)",
           entryPoints: ["web"],
-          service: "server",
+          service: fallback === undefined ? "server" : "api",
           middlewares: ["retry-refused"],
         },
       },
@@ -102,7 +126,31 @@ export function routesConfig(servers: readonly string[], options: RoutesOptions 
             },
           },
         },
+        ...(fallback === undefined ? {} : { api: { failover: { service: "server", fallback } } }),
       },
     },
   };
+}
+
+/**
+ * `traefik/dynamic/unavailable.yml` (parsed) for the native stack: the same
+ * answer (503, Retry-After, X-Error-Code), reached through the `unavailable`
+ * entry point at `address` rather than compose's fixed port, so that two
+ * stacks on one machine do not clash. `source` is not modified.
+ *
+ * @throws {TypeError} when `source` has no {@linkcode UNAVAILABLE_ANSWER} load balancer.
+ */
+export function unavailableConfig(source: unknown, address: string): Yaml {
+  const copy: unknown = structuredClone(source);
+  const services = isObject(copy) && isObject(copy.http) ? copy.http.services : undefined;
+  const answer = isObject(services) ? services[UNAVAILABLE_ANSWER] : undefined;
+  if (!isObject(answer) || !isObject(answer.loadBalancer)) {
+    throw new TypeError(
+      `Cannot derive the native fallback as traefik/dynamic/unavailable.yml has no service ${UNAVAILABLE_ANSWER}: current value is ${
+        JSON.stringify(services)
+      }`,
+    );
+  }
+  answer.loadBalancer.servers = [{ url: `http://${address}` }];
+  return copy as Yaml;
 }

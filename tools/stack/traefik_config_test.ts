@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
 import { parse } from "yaml";
-import { nativeStaticConfig, routesConfig } from "./traefik_config.ts";
+import {
+  nativeStaticConfig,
+  routesConfig,
+  UNAVAILABLE_ANSWER,
+  unavailableConfig,
+} from "./traefik_config.ts";
 
 const COMPOSE_STYLE = `
 entryPoints:
@@ -86,4 +91,54 @@ Deno.test("routesConfig() balances PathPrefix(`/`) on web over every replica, re
       },
     },
   });
+});
+
+Deno.test("nativeStaticConfig() keeps an unavailable entry point only at the address it is given", () => {
+  const config = nativeStaticConfig(parse(COMPOSE_STYLE), {
+    address: "127.0.0.1:18000",
+    dynamicDir: "/d",
+    unavailableAddress: "127.0.0.1:40001",
+  });
+  assert.deepEqual(config.entryPoints, {
+    web: { address: "127.0.0.1:18000" },
+    unavailable: { address: "127.0.0.1:40001" },
+  });
+});
+
+Deno.test("routesConfig() with a fallback makes the replicas the primary of a failover to it", () => {
+  const config = routesConfig(["http://127.0.0.1:1"], { fallback: UNAVAILABLE_ANSWER });
+  const http = config.http as {
+    routers: Record<string, { service: string }>;
+    services: Record<string, unknown>;
+  };
+  assert.equal(http.routers.server?.service, "api");
+  assert.deepEqual(http.services.api, {
+    failover: { service: "server", fallback: UNAVAILABLE_ANSWER },
+  });
+  assert.ok(http.services.server, "the replicas' load balancer is kept");
+});
+
+Deno.test("unavailableConfig() points traefik/dynamic/unavailable.yml's answer at the native entry point", async () => {
+  const source = parse(
+    await Deno.readTextFile(new URL("../../traefik/dynamic/unavailable.yml", import.meta.url)),
+  );
+  const before = structuredClone(source);
+  const config = unavailableConfig(source, "127.0.0.1:40001");
+  assert.deepEqual(source, before, "its input is not modified");
+  const http = config.http as {
+    services: Record<string, { loadBalancer: { servers: unknown[] } }>;
+    routers: Record<string, { entryPoints: string[] }>;
+  };
+  assert.deepEqual(http.services[UNAVAILABLE_ANSWER]?.loadBalancer.servers, [
+    { url: "http://127.0.0.1:40001" },
+  ]);
+  // The rest is compose's: the routes on `web` and `unavailable`, the headers with the code.
+  assert.deepEqual(
+    { ...config, http: { ...http, services: {} } },
+    { ...before, http: { ...before.http, services: {} } },
+  );
+  assert.throws(
+    () => unavailableConfig({ http: { services: {} } }, "127.0.0.1:1"),
+    { name: "TypeError", message: /no service no-replica-ready-answer/ },
+  );
 });

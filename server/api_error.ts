@@ -1,0 +1,121 @@
+/**
+ * The API's error answers: every answer other than 2xx is JSON
+ * `{"error": message, "code": code}`. The message is for a person and may be
+ * reworded at any time; the code is for a program, which branches on it and
+ * never on the message. {@linkcode ERROR_CODES} is the one list of codes: the
+ * routes throw {@linkcode ApiError} with one of them, `createApp`'s error
+ * handler answers it, and the OpenAPI document (`openapi.ts`) lists them.
+ *
+ * Traefik answers for the API while no replica is ready; it cannot give that
+ * answer a JSON body (its error pages come from a backend, and there is none
+ * then), so its code travels in a header instead: {@linkcode ERROR_CODE_HEADER}
+ * is {@linkcode NO_REPLICA_READY} (`traefik/dynamic/unavailable.yml`).
+ *
+ * @module
+ */
+
+import { HTTPException } from "@hono/hono/http-exception";
+import type { ContentfulStatusCode } from "@hono/hono/utils/http-status";
+
+/** What one code means, and the status it is always answered with. */
+export interface ErrorCodeInfo {
+  readonly status: ContentfulStatusCode;
+  readonly description: string;
+}
+
+/** Every code of an error answer: its status (one per code) and what it means. */
+export const ERROR_CODES = {
+  invalid_utf8: { status: 400, description: "The body is not valid UTF-8." },
+  invalid_json: { status: 400, description: "The body is not JSON." },
+  invalid_body: {
+    status: 400,
+    description: 'The body is JSON but not an object with exactly a string `"name"`.',
+  },
+  invalid_name: {
+    status: 400,
+    description: "The trimmed name is empty, too long, or holds NUL or a lone surrogate.",
+  },
+  invalid_id: { status: 400, description: "The id in the path is not a UUID." },
+  invalid_query: {
+    status: 400,
+    description: "A query parameter is not a whole number in its range.",
+  },
+  invalid_filter: {
+    status: 400,
+    description: "A dead-letter filter names an unknown reason or a bad list of ids.",
+  },
+  unauthorized: {
+    status: 401,
+    description: "An admin route without the right `Authorization: Bearer` token.",
+  },
+  not_found: { status: 404, description: "No route for this method and path." },
+  user_not_found: {
+    status: 404,
+    description: "No user with this id was accepted (or its dead letter was purged).",
+  },
+  method_not_allowed: {
+    status: 405,
+    description: "The path exists but not with this method (see `Allow`).",
+  },
+  body_too_large: { status: 413, description: "The body is larger than BODY_LIMIT_BYTES." },
+  unsupported_media_type: {
+    status: 415,
+    description: "The Content-Type or its charset cannot be read as JSON.",
+  },
+  internal_error: { status: 500, description: "A bug; the replica logged it." },
+  queue_full: {
+    status: 503,
+    description: "The queue is at QUEUE_MAX_LENGTH; the user was not queued.",
+  },
+  queue_unavailable: {
+    status: 503,
+    description: "Redis failed or did not answer within REDIS_TIMEOUT_MS.",
+  },
+  unconfirmed: {
+    status: 503,
+    description: "Pushed, but fewer than REDIS_WAIT_REPLICAS replicas confirmed it in time: " +
+      "not accepted, though the user may still be stored.",
+  },
+  database_unavailable: { status: 503, description: "PostgreSQL could not be reached." },
+  shutting_down: {
+    status: 503,
+    description: "This replica is stopping; a retry reaches another one.",
+  },
+} as const satisfies Record<string, ErrorCodeInfo>;
+
+/** A code of an error answer (see {@linkcode ERROR_CODES}). */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The body of every error answer. */
+export interface ErrorBody {
+  /** What is wrong, for a person to read. */
+  readonly error: string;
+  /** What is wrong, for a program to branch on. */
+  readonly code: ErrorCode;
+}
+
+/** The body of an error answer, for a response built outside the app (`main.ts`). */
+export function errorBody(code: ErrorCode, message: string): ErrorBody {
+  return { error: message, code };
+}
+
+/**
+ * A refusal the routes throw, answered with its code's status and an
+ * {@linkcode ErrorBody} by `createApp`'s error handler, which adds
+ * Retry-After to a 503. Any other error is a bug, answered 500 `internal_error`.
+ */
+export class ApiError extends HTTPException {
+  override readonly name = "ApiError";
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message: string, options: { cause?: unknown } = {}) {
+    super(ERROR_CODES[code].status, { message, cause: options.cause });
+    this.code = code;
+  }
+}
+
+/** The header that carries the code of an answer Traefik gives itself (it has no JSON body). */
+export const ERROR_CODE_HEADER = "X-Error-Code";
+
+/** Traefik's code for its 503 "no available server" while no API replica is ready. */
+export const NO_REPLICA_READY = "no_replica_ready";
