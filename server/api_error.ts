@@ -77,10 +77,6 @@ export const ERROR_CODES = {
       "not accepted, though the user may still be stored.",
   },
   database_unavailable: { status: 503, description: "PostgreSQL could not be reached." },
-  shutting_down: {
-    status: 503,
-    description: "This replica is stopping; a retry reaches another one.",
-  },
 } as const satisfies Record<string, ErrorCodeInfo>;
 
 /** A code of an error answer (see {@linkcode ERROR_CODES}). */

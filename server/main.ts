@@ -5,9 +5,11 @@
  * answers 503 while everything else is served as before, for
  * SHUTDOWN_DRAIN_MS, so that Traefik's health check takes the replica out of
  * the rotation before its listener closes: otherwise clients get 502s), then
- * it answers any new request 503 "shutting down" with Retry-After, lets
- * in-flight requests finish, closes its clients, closes its listener last and
- * exits 0.
+ * it closes its listener (a connection refused before anything was sent is
+ * one Traefik retries on another replica), lets in-flight requests finish,
+ * closes its clients, stays alive a moment with the port closed so a proxy
+ * that still lists it is refused at once, and exits 0. It never answers a
+ * request it received with a refusal of its own.
  *
  * `/readyz` is 200 while Redis answers a PING within REDIS_TIMEOUT_MS (in
  * `API_MODE=direct`, while PostgreSQL answers `select 1`: what accepting
@@ -153,43 +155,35 @@ const app = createApp({
     }),
 });
 
-// Once the drain is over, a request that still arrives gets a precise 503 rather than a refused
-// connection: Traefik trusts a replica again each time it rebuilds its configuration (another
-// replica stopped, say) until its next health check, and would turn a refused connection into a
-// 502. So the listener stays open, refusing, until nothing is in flight and the clients are closed.
-const SHUTTING_DOWN = { error: "server is shutting down, retry later" };
-/** The longest wait for in-flight requests after the drain: a POST is bounded by its deadline. */
+/** The longest wait for in-flight requests once the listener is closed: a POST is bounded by its deadline. */
 const IN_FLIGHT_GRACE_MS = 10_000;
-/** How long the listener stays open refusing once all is closed: one Traefik health interval. */
-const REFUSING_LINGER_MS = 1_000;
+/**
+ * How long the process stays alive after closing its listener. A proxy whose configuration still
+ * lists this replica may still pick it (Traefik's Swarm provider polls every second and applies
+ * changes at most every 2 s; the drain covers most of that). While the process lives, its address
+ * refuses such a connection at once, before anything is sent, and Traefik's retry takes the
+ * request to another replica; once it exits, the address stops answering and the connection waits
+ * for Traefik's 1 s dial timeout first. Longer would hold every request back as long while all
+ * replicas restart at once.
+ */
+const CLOSED_LINGER_MS = 1_000;
 /** Set once a signal arrives: the drain has begun. */
 let stopping: Promise<void> | undefined;
-let refusing = false;
-let inFlight = 0;
-let idle: (() => void) | undefined;
-async function serve(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
-  if (refusing) {
-    return Response.json(SHUTTING_DOWN, {
-      status: 503,
-      headers: { "Retry-After": "1", Connection: "close" },
-    });
-  }
-  inFlight++;
-  try {
-    const response = await app.fetch(request, info);
-    return stopping === undefined ? response : closingConnection(response);
-  } finally {
-    if (--inFlight === 0) idle?.();
-  }
-}
 
 /**
- * Once stopping, every answer closes its connection. Otherwise Traefik keeps idle keep-alive
- * connections to this replica, and when the listener finally closes them, a request Traefik is
- * writing on one at that moment fails after its headers went out: Traefik cannot know whether it
- * was received, does not retry it, and its client gets a 502. With no idle connection left, a
- * late request finds the port closed before sending anything, which Traefik's retry sends on.
+ * Every request is served in full until the listener closes: a stopping replica never refuses a
+ * request it received, since it can still queue it. Once stopping, every answer closes its
+ * connection. Otherwise Traefik keeps idle keep-alive connections to this replica, and when the
+ * listener finally closes them, a request Traefik is writing on one at that moment fails after its
+ * headers went out: Traefik cannot know whether it was received, does not retry it, and its client
+ * gets a 502. With no idle connection left, a late request finds the port closed before sending
+ * anything, which Traefik's retry sends on.
  */
+async function serve(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
+  const response = await app.fetch(request, info);
+  return stopping === undefined ? response : closingConnection(response);
+}
+
 function closingConnection(response: Response): Response {
   try {
     response.headers.set("Connection", "close");
@@ -223,14 +217,9 @@ function stop(signal: Deno.Signal): Promise<void> {
         `balancer stops routing here, then finishing in-flight requests`,
     });
     await new Promise((resolve) => setTimeout(resolve, config.SHUTDOWN_DRAIN_MS));
-    refusing = true;
-    if (inFlight > 0) {
-      await withDeadline(
-        new Promise<void>((resolve) => idle = resolve),
-        IN_FLIGHT_GRACE_MS,
-        "finish the requests in flight",
-      ).catch(() => {});
-    }
+    // No new connection from here on; the requests already received are answered in full.
+    await withDeadline(server.shutdown(), IN_FLIGHT_GRACE_MS, "finish the requests in flight")
+      .catch(() => {});
     await Promise.allSettled([
       withDeadline(redis.quit(), config.REDIS_TIMEOUT_MS, "say goodbye to Redis"),
       sql.end({ timeout: 5 }),
@@ -239,12 +228,7 @@ function stop(signal: Deno.Signal): Promise<void> {
     // reconnecting, which would keep this process alive until SIGKILL.
     redis.disconnect();
     pgSockets.destroyAll();
-    // Every time Traefik rebuilds its configuration (another replica stopped or started), it
-    // trusts this replica again until its next 1 s health check; a request it sends here in that
-    // second gets a 503 with Retry-After this way, where a closed listener would make it a 502.
-    await new Promise((resolve) => setTimeout(resolve, REFUSING_LINGER_MS));
-    // Last, so that until now every connection got an answer.
-    await server.shutdown();
+    await new Promise((resolve) => setTimeout(resolve, CLOSED_LINGER_MS));
     log.info("stopped", { msg: "stopped" });
   })();
   return stopping;

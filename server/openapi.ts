@@ -63,8 +63,8 @@ function json(description: string, schema: z.ZodType) {
   return { description, content: { "application/json": { schema } } };
 }
 
-/** Every route may answer these: a bug, or a replica that is stopping (`main.ts`). */
-const ANY_ROUTE: readonly ErrorCode[] = ["internal_error", "shutting_down"];
+/** Every route may answer this: a bug. (A stopping replica never refuses; see `main.ts`.) */
+const ANY_ROUTE: readonly ErrorCode[] = ["internal_error"];
 
 /**
  * The error answers a route gives, one per status, each saying which codes it

@@ -24,6 +24,9 @@ export const options = {
 
 export default function () {
   const name = `${PREFIX} ${__VU}-${__ITER}`;
+  // When it was sent and how long its answer took, so a test can hold each answer to the fault
+  // window that explains it and to the promised answer time.
+  const sentAt = Date.now();
   const res = http.post(`${BASE_URL}/users`, JSON.stringify({ name }), {
     headers: { "Content-Type": "application/json" },
     timeout: "10s",
@@ -39,6 +42,8 @@ export default function () {
   }
   console.log(JSON.stringify({
     name,
+    sent_at: sentAt,
+    ms: Date.now() - sentAt,
     status: res.status,
     id,
     retry_after: res.headers["Retry-After"] || null,

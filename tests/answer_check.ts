@@ -8,6 +8,9 @@
  * - `full`: a 503 `queue_full` (the queue is at QUEUE_MAX_LENGTH);
  * - `unavailable`: a 503 `queue_unavailable` (Redis is down, frozen or at
  *   its maxmemory);
+ * - `unconfirmed`: a 503 `unconfirmed` (fewer than REDIS_WAIT_REPLICAS
+ *   replicas confirmed the push in time: a replica is away, as across a
+ *   master's failover);
  * - `cut`: a connection that broke or was refused (an API was killed or
  *   stopped).
  *
@@ -16,21 +19,28 @@
  * request, nor a request that got no answer at all within the load's timeout
  * (a hang): no scenario's fault excuses those, since even a frozen Redis must
  * get a prompt 503. Indeterminate answers are counted against the scenario's
- * bound as well.
+ * bound as well, and with `answerWithinMs` every answer, 202 or not, is held
+ * to its time: the README's "Every answer is prompt".
  *
  * @module
  */
 
-import type { ErrorCode } from "../server/api_error.ts";
+import { type ErrorCode, NO_REPLICA_READY } from "../server/api_error.ts";
 import type { Outcome } from "./fault_load.ts";
 
 /** The API's code for a queue at its bound. */
 export const QUEUE_FULL = "queue_full" satisfies ErrorCode;
 /** The API's code when Redis refused or did not answer the push in time. */
 export const QUEUE_UNAVAILABLE = "queue_unavailable" satisfies ErrorCode;
+/** The API's code for a push that WAIT did not confirm on REDIS_WAIT_REPLICAS replicas. */
+export const QUEUE_UNCONFIRMED = "unconfirmed" satisfies ErrorCode;
 
-/** An answer other than 202 that a fault can explain. */
-export type Excuse = "full" | "unavailable" | "cut";
+/**
+ * An answer other than 202 that a fault can explain: `full`, `unavailable` and `unconfirmed` are
+ * the API's 503s (`queue_full`, `queue_unavailable`, `unconfirmed`), `cut` a connection that broke
+ * or was refused, `no_replica` Traefik's own 503 while no API replica is ready (`no_replica_ready`).
+ */
+export type Excuse = "full" | "unavailable" | "unconfirmed" | "cut" | "no_replica";
 
 /** A fault a scenario caused on purpose, and the answers it explains. */
 export interface Fault {
@@ -41,12 +51,23 @@ export interface Fault {
   /** When its effect ended, grace included (ms since the epoch); Infinity while it lasts. */
   readonly to: number;
   readonly excuses: readonly Excuse[];
+  /**
+   * How much longer than `answerWithinMs` an answer overlapping it may take, and why the contract
+   * allows it (Traefik retrying a refused connection on another replica, say). @default 0
+   */
+  readonly slowerByMs?: number;
 }
 
 /** Options of {@linkcode checkAnswers}. */
 export interface AnswerCheckOptions {
   /** Most indeterminate answers the scenario's faults may cause. @default 0 */
   readonly maxIndeterminate?: number;
+  /**
+   * The longest any answer may take, 202 or not (a fault's `slowerByMs` adds to it for the
+   * answers it overlaps): one bound for all, or each answer's own (by the API it was sent to,
+   * say). @default Infinity
+   */
+  readonly answerWithinMs?: number | ((outcome: Outcome) => number);
 }
 
 /** What {@linkcode checkAnswers} found. */
@@ -67,11 +88,20 @@ export function checkAnswers(
   faults: readonly Fault[],
   options: AnswerCheckOptions = {},
 ): AnswerReport {
-  const { maxIndeterminate = 0 } = options;
+  const { maxIndeterminate = 0, answerWithinMs = Infinity } = options;
   const unexplained = new Map<string, Outcome[]>();
   const explained = new Map<string, number>();
   let indeterminate = 0;
   for (const outcome of outcomes) {
+    if (!outcome.timedOut) {
+      const bound = typeof answerWithinMs === "number" ? answerWithinMs : answerWithinMs(outcome);
+      const allowed = bound +
+        Math.max(0, ...faults.filter((f) => overlaps(outcome, f)).map((f) => f.slowerByMs ?? 0));
+      if (outcome.ms > allowed) {
+        const what = `answer slower than ${bound} ms (or a fault's allowance)`;
+        unexplained.set(what, [...(unexplained.get(what) ?? []), outcome]);
+      }
+    }
     if (outcome.kind === "accepted" || outcome.kind === "unexpected") continue;
     if (outcome.kind === "indeterminate") indeterminate++;
     const excuse = excuseFor(outcome);
@@ -103,6 +133,8 @@ function excuseFor(outcome: Outcome): Excuse | undefined {
   if (outcome.kind === "indeterminate") return outcome.timedOut ? undefined : "cut";
   if (outcome.status === 503 && outcome.code === QUEUE_FULL) return "full";
   if (outcome.status === 503 && outcome.code === QUEUE_UNAVAILABLE) return "unavailable";
+  if (outcome.status === 503 && outcome.code === QUEUE_UNCONFIRMED) return "unconfirmed";
+  if (outcome.status === 503 && outcome.code === NO_REPLICA_READY) return "no_replica";
   return undefined;
 }
 
@@ -120,40 +152,4 @@ function describe(outcome: Outcome, excuse: Excuse | undefined): string {
 
 function overlaps(outcome: Outcome, fault: Fault): boolean {
   return outcome.sentAt <= fault.to && outcome.sentAt + outcome.ms >= fault.from;
-}
-
-/** What {@linkcode holdTooSlowAsIndeterminate} returns. */
-export interface TooSlowHeld {
-  /** The outcomes, each too-slow 503 turned indeterminate (stored once or not at all). */
-  readonly outcomes: readonly Outcome[];
-  /** The too-slow 503s, as they now are in `outcomes`. */
-  readonly tooSlow: readonly Outcome[];
-  /** A line for the assertion when more than the bound were too slow; undefined otherwise. */
-  readonly problem: string | undefined;
-}
-
-/**
- * For a load with no Redis fault in it (a scale, a rolling update): the API's 503
- * `queue_unavailable` can then only be its own bound, REDIS_TIMEOUT_MS, outlived by a push on a
- * starved machine. The contract makes such an answer indeterminate, not a refusal: Redis may have
- * run the push in time and its reply been read too late (README, "Every answer is prompt"), so it
- * is held like a request cut off, stored once or not at all, and a duplicate still fails. More of
- * them than `maxShare` of the load is reported as a problem: at that rate it is the pipeline, not
- * a moment of starvation, and the test should say so.
- */
-export function holdTooSlowAsIndeterminate(
-  outcomes: readonly Outcome[],
-  maxShare = 0.05,
-): TooSlowHeld {
-  const held = outcomes.map((o): Outcome =>
-    o.kind === "rejected" && o.status === 503 && o.code === QUEUE_UNAVAILABLE
-      ? { ...o, kind: "indeterminate" }
-      : o
-  );
-  const tooSlow = held.filter((o, i) => o !== outcomes[i]);
-  const problem = tooSlow.length > outcomes.length * maxShare
-    ? `${tooSlow.length} of ${outcomes.length} answered 503 as the queue was too slow, more than ` +
-      `${maxShare * 100}%`
-    : undefined;
-  return { outcomes: held, tooSlow, problem };
 }

@@ -2,9 +2,9 @@ import assert from "node:assert/strict";
 import {
   checkAnswers,
   type Fault,
-  holdTooSlowAsIndeterminate,
   QUEUE_FULL,
   QUEUE_UNAVAILABLE,
+  QUEUE_UNCONFIRMED,
 } from "./answer_check.ts";
 import { ERROR_CODE_HEADER, NO_REPLICA_READY } from "../server/api_error.ts";
 import { classify, type Outcome } from "./fault_load.ts";
@@ -95,17 +95,69 @@ Deno.test("checkAnswers() bounds cut connections by the kill windows and the cou
   assert.match(outside.problems[0]!, /^1 × connection cut .* outside any API kill or stop/);
 });
 
-Deno.test("holdTooSlowAsIndeterminate() turns only the too-slow 503s indeterminate, within a bound", () => {
-  const accepted = outcome({ kind: "accepted", status: 202, id: "1" });
-  const full = outcome({ kind: "rejected", status: 503, code: QUEUE_FULL, retryAfter: "1" });
-  const slow = unavailable(1_000);
-  const held = holdTooSlowAsIndeterminate([accepted, full, slow], 0.5);
-  assert.deepEqual(held.outcomes.map((o) => o.kind), ["accepted", "rejected", "indeterminate"]);
-  assert.deepEqual(held.tooSlow.map((o) => o.name), [slow.name]);
-  assert.equal(held.problem, undefined);
-  const over = holdTooSlowAsIndeterminate([accepted, slow, unavailable(1_001)], 0.5);
-  assert.equal(over.tooSlow.length, 2);
-  assert.equal(over.problem, "2 of 3 answered 503 as the queue was too slow, more than 50%");
+Deno.test("checkAnswers() explains Traefik's no_replica_ready only inside a fault that names it", () => {
+  const traefik = (sentAt: number) =>
+    outcome({ kind: "rejected", status: 503, code: NO_REPLICA_READY, retryAfter: "1", sentAt });
+  const restart: Fault = {
+    what: "APIs restarting",
+    from: 2_000,
+    to: 3_000,
+    excuses: ["no_replica"],
+  };
+  assert.deepEqual(checkAnswers([traefik(2_500)], [restart]).problems, []);
+  const outside = checkAnswers([traefik(5_000)], [restart]);
+  assert.match(outside.problems[0]!, /^1 × 503 no_replica_ready .* outside any fault/);
+  assert.equal(checkAnswers([traefik(2_500)], [redisDown]).problems.length, 1);
+});
+
+Deno.test("checkAnswers() holds every answer to answerWithinMs, plus the allowance of a fault it overlaps", () => {
+  const slow202 = outcome({ kind: "accepted", status: 202, id: "1", sentAt: 1_000, ms: 1_600 });
+  const quick202 = outcome({ kind: "accepted", status: 202, id: "2", sentAt: 1_000, ms: 900 });
+  const bound = { answerWithinMs: 1_500 };
+  assert.deepEqual(checkAnswers([quick202], [], bound).problems, []);
+  const late = checkAnswers([slow202, quick202], [], bound);
+  assert.match(late.problems[0]!, /^1 × answer slower than 1500 ms/);
+  const retrying: Fault = {
+    what: "API killed",
+    from: 2_000,
+    to: 2_500,
+    excuses: ["cut"],
+    slowerByMs: 500,
+  };
+  assert.deepEqual(checkAnswers([slow202], [retrying], bound).problems, []);
+  // The allowance is the fault's, so an answer that does not overlap it has none.
+  const elsewhere = { ...retrying, from: 5_000, to: 6_000 };
+  assert.equal(checkAnswers([slow202], [elsewhere], bound).problems.length, 1);
+});
+
+Deno.test("checkAnswers() explains an unconfirmed push only inside a failover that names it", () => {
+  const unconfirmed = (sentAt: number) =>
+    outcome({ kind: "rejected", status: 503, code: QUEUE_UNCONFIRMED, retryAfter: "1", sentAt });
+  const failover: Fault = {
+    what: "master SIGKILLed",
+    from: 2_000,
+    to: 3_000,
+    excuses: ["unavailable", "unconfirmed"],
+  };
+  assert.deepEqual(checkAnswers([unconfirmed(2_500)], [failover]).problems, []);
+  const outside = checkAnswers([unconfirmed(1_000), unconfirmed(4_000)], [failover]);
+  assert.match(outside.problems[0]!, /^2 × 503 unconfirmed .* outside any fault/);
+  // A Redis outage explains a 503 queue_unavailable, not an unconfirmed push.
+  assert.match(
+    checkAnswers([unconfirmed(2_500)], [redisDown]).problems[0]!,
+    /^1 × 503 unconfirmed /,
+  );
+});
+
+Deno.test("checkAnswers() holds each answer to its own bound when given one per answer", () => {
+  const fast = "http://127.0.0.1:2";
+  const bounds = new Map([[url, 600], [fast, 300]]);
+  const answerWithinMs = (o: Outcome) => bounds.get(o.url)!;
+  const within = outcome({ kind: "accepted", status: 202, id: "1", ms: 500 });
+  const late = outcome({ kind: "accepted", status: 202, id: "2", ms: 500, url: fast });
+  const { problems } = checkAnswers([within, late], [], { answerWithinMs });
+  assert.equal(problems.length, 1);
+  assert.match(problems[0]!, /^1 × answer slower than 300 ms .*user-\d+ sent at 1000, 500 ms/);
 });
 
 Deno.test("checkAnswers() goes by the code, whatever the message says", () => {

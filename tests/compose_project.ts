@@ -42,6 +42,9 @@ interface K6Line {
   body?: string | null;
   /** A refusal's code: the API's `code`, or Traefik's X-Error-Code (`server/api_error.ts`). */
   code?: string | null;
+  /** When it was sent (ms since the epoch) and how long its answer took. */
+  sent_at: number;
+  ms: number;
 }
 
 /** The `error` of a JSON body (the API's refusals), else the body's text, if any. */
@@ -201,17 +204,6 @@ export class ComposeProject {
     Deno.kill(Number(pid), "SIGKILL");
   }
 
-  /** Bytes the container has received on its network interface (eth0). */
-  async receivedBytes(containerId: string): Promise<number> {
-    const dev = ok(
-      "cat /proc/net/dev",
-      await run("docker", ["exec", containerId, "cat", "/proc/net/dev"]),
-    ).stdout;
-    const line = dev.split("\n").find((l) => l.trim().startsWith("eth0:"));
-    if (!line) throw new Error(`no eth0 in ${containerId}:\n${dev}`);
-    return Number(line.split(":")[1]!.trim().split(/\s+/)[0]);
-  }
-
   /**
    * Starts tests/accepted-k6.js in the k6-tests container (`--no-deps`, so the run does not
    * rescale the services to their declared replicas); resolves with every request's outcome once
@@ -249,14 +241,33 @@ export class ComposeProject {
   }
 }
 
+/**
+ * The users an API replica has accepted since it started: its `users_pipeline_users_accepted_total`,
+ * read from its own /metrics inside the container (the API image has deno, not curl). A counter
+ * per replica says which replica answered, where the balancer's view would only say it was routed.
+ */
+export async function usersAcceptedBy(containerId: string): Promise<number> {
+  const script = 'const r = await fetch("http://127.0.0.1:" + (Deno.env.get("PORT") ?? "8000") + ' +
+    '"/metrics"); console.log(await r.text());';
+  const metrics = ok(
+    "read /metrics",
+    await run("docker", ["exec", containerId, "deno", "eval", script]),
+  ).stdout;
+  const line = metrics.split("\n").find((l) => l.startsWith("users_pipeline_users_accepted_total"));
+  if (line === undefined) throw new Error(`no users_accepted_total in ${containerId}'s /metrics`);
+  return Number(line.split(" ").at(-1));
+}
+
 /** `k6 run` arguments for tests/accepted-k6.js (at `script`), its lines as JSON. */
 export function acceptedK6Args(
   script: string,
-  { prefix, rate, seconds, baseUrl }: {
+  { prefix, rate, seconds, baseUrl, freshConnections = false }: {
     prefix: string;
     rate: number;
     seconds: number;
     baseUrl?: string;
+    /** Each request on a new connection, as curl makes them, instead of keep-alive. */
+    freshConnections?: boolean;
   },
 ): string[] {
   const env = { PREFIX: prefix, RATE: String(rate), DURATION: `${seconds}s`, BASE_URL: baseUrl };
@@ -264,6 +275,7 @@ export function acceptedK6Args(
     "run",
     "--quiet",
     "--log-format=json",
+    ...(freshConnections ? ["--no-connection-reuse"] : []),
     ...Object.entries(env).flatMap(([name, value]) =>
       value === undefined ? [] : ["-e", `${name}=${value}`]
     ),
@@ -294,8 +306,8 @@ export function parseAcceptedLines(output: string): Outcome[] {
       url: "k6",
       status: k6.status,
       retryAfter: k6.retry_after,
-      sentAt: 0,
-      ms: 0,
+      sentAt: k6.sent_at,
+      ms: k6.ms,
     };
     if (k6.status === 202 && k6.id) outcomes.push({ ...base, kind: "accepted", id: k6.id });
     else if (k6.status === 503 && k6.retry_after) {

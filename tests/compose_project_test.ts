@@ -7,7 +7,7 @@ function k6Line(fields: Record<string, unknown>): string {
 }
 
 Deno.test("parseAcceptedLines() sorts k6's lines into accepted, refused, indeterminate and forbidden", () => {
-  const base = { retry_after: null, error: null, id: null };
+  const base = { retry_after: null, error: null, id: null, sent_at: 1_000, ms: 5 };
   const output = [
     "k6 banner and other noise",
     JSON.stringify({ level: "info", msg: "not a request", source: "k6" }),
@@ -53,6 +53,7 @@ Deno.test("parseAcceptedLines() sorts k6's lines into accepted, refused, indeter
     ["no_replica_ready", "no available server"],
     "Traefik's own 503: the code of its header, its text",
   );
+  assert.deepEqual([outcomes[0]!.sentAt, outcomes[0]!.ms], [1_000, 5], "each keeps its timing");
 });
 
 Deno.test("acceptedK6Args() passes the load's settings as k6 -e variables", () => {

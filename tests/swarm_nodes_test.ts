@@ -20,7 +20,9 @@ import { type SwarmNode, SwarmNodes } from "../tools/harness/swarm_nodes.ts";
 import { holdLoadTurnForFile } from "../tools/harness/load_turn.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
 import { acceptedK6Args, ok, parseAcceptedLines, pendingIn, run } from "./compose_project.ts";
+import { checkAnswers, type Fault } from "./answer_check.ts";
 import { checkDelivery, deliveryHeld, describeProblems } from "./delivery_check.ts";
+import { projectEnv } from "../tools/harness/services.ts";
 import { waitForQuery, waitForTargets } from "./prometheus_api.ts";
 
 /** The README's stack name: the swarm is this test's own. */
@@ -40,6 +42,8 @@ const REPLICAS = {
 let swarm: SwarmNodes | undefined;
 let deployFailed: Error | undefined;
 const summary: string[] = [];
+/** README, "Docker Swarm": how soon Traefik stops sending to a lost node (two 1 s checks, a margin). */
+const NODE_LOSS_NOTICED_MS = 2_500;
 
 function note(line: string): void {
   summary.push(line);
@@ -324,6 +328,22 @@ Deno.test({
     });
     const stored = await rows("nodeloss");
     const report = checkDelivery(outcomes, stored);
+    // README, "Docker Swarm": Traefik stops sending to a dead node's replicas within a second or
+    // two (its health check runs every second with a 1 s timeout); a request already on its way
+    // there never gets an answer, and Traefik answers 504 after its 3 s responseHeaderTimeout
+    // (traefik.yml). So the only answers other than 202 are those cut in that window, at most
+    // every request sent during it, and none waits longer than that timeout.
+    const loss: Fault = {
+      what: "a worker lost",
+      from: lostAt,
+      to: lostAt + NODE_LOSS_NOTICED_MS,
+      excuses: ["cut"],
+      slowerByMs: 3_000,
+    };
+    const answerReport = checkAnswers(outcomes, [loss], {
+      answerWithinMs: Number(projectEnv().REDIS_TIMEOUT_MS) + 500,
+      maxIndeterminate: rate * NODE_LOSS_NOTICED_MS / 1_000,
+    });
     note(`node loss: before ${describePlacement(before)}`);
     note(
       `node loss: users accepted per API replica before the loss: ${
@@ -344,6 +364,7 @@ Deno.test({
     note(line);
     assert.ok(report.accepted > 0, line);
     assert.ok(deliveryHeld(report), `${describeProblems(report)}\n${line}`);
+    assert.deepEqual(answerReport.problems, [], line);
   },
 });
 
