@@ -130,17 +130,36 @@ scenario("a message that crashes every consumer is buried after 3 deliveries", a
   );
 });
 
+/**
+ * What the test adds to each bound it checks, for its own measuring: the kill
+ * is timed after the signal is sent, each poll waits 20 ms and a round trip,
+ * and the survivor's timers fire a little late on a busy machine. The README
+ * ("Crashes are recovered") names it.
+ */
+const RECOVERY_SLACK_MS = 200;
+
+/**
+ * The README's allowance per recovered item for storing it, which happens one
+ * item at a time (a recovered item is retried alone): a fetch, an insert and
+ * an acknowledgement, well under a millisecond on an idle machine.
+ */
+const RECOVERED_ITEM_STORE_MS = 5;
+
 scenario(
-  "a consumer SIGKILLed with a batch in hand at the default heartbeat settings has it stored within 15 s",
+  "a consumer SIGKILLed with a batch in hand at the default heartbeat settings has it recovered and stored within the README's bounds",
   async (stage) => {
     const { redis, pg, sql } = stage.world;
     // The documented defaults (project.env), not FAST_ENV's short timings.
     const env: EnvChanges = {
       HEARTBEAT_TTL_MS: undefined,
       RECOVERY_INTERVAL_MS: undefined,
+      BLOCK_TIMEOUT_SECONDS: undefined,
       BATCH_SIZE: "500",
     };
-    const { HEARTBEAT_TTL_MS: ttl, RECOVERY_INTERVAL_MS: interval } = stage.env(env);
+    const settings = stage.env(env);
+    const ttl = Number(settings.HEARTBEAT_TTL_MS);
+    const interval = Number(settings.RECOVERY_INTERVAL_MS);
+    const blockMs = Number(settings.BLOCK_TIMEOUT_SECONDS) * 1_000;
     const good = envelopes(2_000, "orphan");
     // Both start (and migrate) while nothing is queued; then, with PostgreSQL
     // frozen, each takes a batch and holds it, its insert waiting.
@@ -172,19 +191,34 @@ scenario(
       return row?.n === ids.length;
     }, { timeoutMs: 30_000, intervalMs: 20 });
     const storedMs = Date.now() - killedAt;
+    // README, "Crashes are recovered": back in the retry list "within
+    // HEARTBEAT_TTL_MS + RECOVERY_INTERVAL_MS"; then, the survivor being idle
+    // by then (the rest of the queue took it well under a second), seen when
+    // its blocking wait ends and stored one item at a time.
+    const recoveryBoundMs = ttl + interval + RECOVERY_SLACK_MS;
+    const storedBoundMs = ttl + interval + blockMs + RECOVERED_ITEM_STORE_MS * ids.length +
+      RECOVERY_SLACK_MS;
     assert.ok(
-      storedMs <= 15_000,
-      `the orphaned batch was back in the queue ${seconds(recoveredMs)} and stored ` +
-        `${seconds(storedMs)} after the kill: at most 15 s`,
+      recoveredMs <= recoveryBoundMs,
+      `the orphaned batch was back in the queue ${seconds(recoveredMs)} after the kill: at most ` +
+        `HEARTBEAT_TTL_MS ${ttl} + RECOVERY_INTERVAL_MS ${interval} (+${RECOVERY_SLACK_MS} ms)`,
+    );
+    assert.ok(
+      storedMs <= storedBoundMs,
+      `the orphaned batch of ${ids.length} was stored ${seconds(storedMs)} after the kill ` +
+        `(back in the queue at ${seconds(recoveredMs)}): at most ${seconds(storedBoundMs)}, ` +
+        `HEARTBEAT_TTL_MS + RECOVERY_INTERVAL_MS + BLOCK_TIMEOUT_SECONDS + ` +
+        `${RECOVERED_ITEM_STORE_MS} ms an item (+${RECOVERY_SLACK_MS} ms)`,
     );
     const drainMs = await stage.drain();
     const report = await stage.verify([], { injected: good.map(({ id, name }) => ({ id, name })) });
     await stage.stopAll();
     stage.summary(
       `orphan recovery at the default HEARTBEAT_TTL_MS ${ttl} / RECOVERY_INTERVAL_MS ` +
-        `${interval}: a consumer SIGKILLed holding ${held.length} items, back in the queue ` +
-        `${seconds(recoveredMs)} and stored ${seconds(storedMs)} after the kill (at most 15 s); ` +
-        `${good.length} stored, ` +
+        `${interval} / BLOCK_TIMEOUT_SECONDS ${blockMs / 1_000}: a consumer SIGKILLed holding ` +
+        `${held.length} items, back in the queue ${seconds(recoveredMs)} (at most ` +
+        `${seconds(recoveryBoundMs)}) and stored ${seconds(storedMs)} (at most ` +
+        `${seconds(storedBoundMs)}) after the kill; ${good.length} stored, ` +
         `${verdict(report)}, drained in ${seconds(drainMs)}`,
     );
   },

@@ -9,13 +9,16 @@
 import { waitFor } from "../tools/harness/wait.ts";
 
 /**
- * The two metrics of the pipeline the tests pin by name: the users the
- * consumers stored (a counter per consumer, `server-consumer/metrics.ts`) and
- * the age of the oldest user waiting in the queue (a gauge by `state`: `queued`, `retry`).
+ * The metrics of the pipeline the tests pin by name: the users the consumers
+ * stored (a counter per consumer, `server-consumer/metrics.ts`), the age of
+ * the oldest user waiting in the queue (a gauge by `state`: `queued`,
+ * `retry`) and the queue's depth.
  */
 export const STORED_USERS = "users_pipeline_users_stored_total";
 /** See {@linkcode STORED_USERS}. */
 export const OLDEST_QUEUED_AGE = "users_pipeline_queue_oldest_age_seconds";
+/** The queue's depth by `state` (`queued`, `retry`, `processing`, `dead`), a gauge. */
+export const QUEUE_DEPTH = "users_pipeline_queue_depth";
 
 /** One active target, as `GET /api/v1/targets` reports it. */
 export interface Target {
@@ -160,19 +163,44 @@ export async function waitForQuery(
 }
 
 /**
+ * The consumers' {@linkcode STORED_USERS} summed over every replica, once
+ * every replica's counter was scraped at or after `after` (ms since the
+ * epoch, default now): a baseline that holds every user stored before that
+ * moment, to subtract from a later sum ({@linkcode waitForStored}'s
+ * `baseline`). A counter starts at 0 with its process, so a consumer that
+ * restarts between the two reads makes the difference meaningless.
+ */
+export async function storedSum(
+  baseUrl: string,
+  { after = Date.now(), timeoutMs }: { after?: number; timeoutMs?: number } = {},
+): Promise<number> {
+  // The sum, only when the oldest of its samples (each series' last scrape) is recent enough.
+  const [sum] = await waitForQuery(
+    baseUrl,
+    `sum(${STORED_USERS}) and on() (min(timestamp(${STORED_USERS})) >= ${after / 1_000})`,
+    (samples) => samples.length > 0,
+    { timeoutMs },
+  );
+  return sum!.value;
+}
+
+/**
  * Waits until the consumers' {@linkcode STORED_USERS}, summed over every
- * replica, reaches `atLeast`, and returns the sum.
+ * replica, reaches `baseline + count`, and returns the sum minus `baseline`:
+ * the users counted since the baseline was read ({@linkcode storedSum}).
+ * With no baseline (0), the sum is every user the replicas stored since they
+ * started.
  */
 export async function waitForStored(
   baseUrl: string,
-  atLeast: number,
-  options: { timeoutMs?: number } = {},
+  count: number,
+  { baseline = 0, timeoutMs }: { baseline?: number; timeoutMs?: number } = {},
 ): Promise<number> {
   const [sum] = await waitForQuery(
     baseUrl,
     `sum(${STORED_USERS})`,
-    ([s]) => (s?.value ?? 0) >= atLeast,
-    options,
+    ([s]) => (s?.value ?? 0) >= baseline + count,
+    { timeoutMs },
   );
-  return sum?.value ?? 0;
+  return (sum?.value ?? 0) - baseline;
 }

@@ -2,8 +2,8 @@
  * Prometheus in the native stack, for real: `./stack up`'s Prometheus finds
  * every API replica and consumer from the targets files the supervisor
  * writes, scrapes their `/metrics`, and what it stores agrees with what the
- * pipeline did. Only two metric names are pinned here (the consumers' stored
- * users and the queue's oldest age); the rest is found by prefix.
+ * pipeline did. Only three metric names are pinned here (the consumers' stored
+ * users, the queue's oldest age and its depth); the rest is found by prefix.
  *
  * @module
  */
@@ -13,7 +13,9 @@ import { startTestStack, withStackOutput } from "../tools/harness/services.ts";
 import {
   OLDEST_QUEUED_AGE,
   query,
+  QUEUE_DEPTH,
   STORED_USERS,
+  storedSum,
   waitForQuery,
   waitForStored,
   waitForTargets,
@@ -29,6 +31,9 @@ Deno.test("the native stack's Prometheus scrapes every replica and counts every 
     assert.equal(state.prometheus.url, url);
 
     const targetsMs = await waitForTargets(url, { server: 2, "server-consumer": 2 });
+    // What the consumers counted before this load (none on a fresh stack, but this test holds
+    // the count of its own users, whatever ran before).
+    const before = await storedSum(url);
 
     const posted = 40;
     const answers = await Promise.all(
@@ -44,9 +49,16 @@ Deno.test("the native stack's Prometheus scrapes every replica and counts every 
     );
     assert.deepEqual(answers, Array(posted).fill(202));
     const storedMs = Date.now();
-    // A fresh stack: the counters start at 0, so their sum is exactly what was posted.
-    assert.equal(await waitForStored(url, posted), posted);
+    assert.equal(await waitForStored(url, posted, { baseline: before }), posted);
     const countedMs = Date.now() - storedMs;
+    // Reaching the count mid-load would hide users counted twice: once nothing is queued, in a
+    // retry or in a consumer's hands, a scrape after that holds the final count.
+    await waitForQuery(
+      url,
+      `max by (state) (${QUEUE_DEPTH}{state=~"queued|retry|processing"})`,
+      (s) => s.length === 3 && s.every((sample) => sample.value === 0),
+    );
+    assert.equal(await storedSum(url) - before, posted, "the consumers counted each user once");
 
     // Every replica labels its series with the REPLICA_ID the supervisor gave it.
     const replicas = await query(url, 'group by (replica) ({__name__=~"users_pipeline_.+"})');
@@ -66,7 +78,7 @@ Deno.test("the native stack's Prometheus scrapes every replica and counts every 
     assert.ok(oldest && oldest.value < 10, JSON.stringify(oldest));
     console.log(
       `Prometheus: 4 targets up in ${targetsMs} ms; ${posted} posted, all counted ` +
-        `stored ${countedMs} ms later (${
+        `stored ${countedMs} ms later, ${before} counted before (${
           perConsumer.map((s) => `${s.labels.replica} ${s.value}`)
         })`,
     );

@@ -362,10 +362,26 @@ function traefikSection(results: BenchResults): string {
       t.courseRatio.toFixed(2)
     }× the course's req/s (median of the per-round ratios), ${
       pct(t.ceilingRatio)
-    } of Traefik's ceiling of ${
-      formatCount(t.ceiling)
-    } req/s. Both lists were checked after each run: every 202 was queued. oha's own CPU is in the table: it is what the load costs to make on this machine, shared with everything else.`,
+    } of Traefik's ceiling of ${formatCount(t.ceiling)} req/s. ${
+      keptSentence(t)
+    } oha's own CPU is in the table: it is what the load costs to make on this machine, shared with everything else.`,
   ].join("\n");
+}
+
+/**
+ * What the lists held after each run of the traefik phase against the 202s
+ * oha counted (the check in checks.ts, which fails the run when they differ).
+ */
+function keptSentence(t: NonNullable<BenchResults["traefik"]>): string {
+  const lists = [["our API's", t.runs.queue], ["the course's", t.runs.course]] as const;
+  const counts = lists.map(([whose, runs]) =>
+    `${whose} ${runs.map((r) => `${formatCount(r.kept)}/${formatCount(r.accepted)}`).join(", ")}`
+  ).join("; ");
+  const runs = lists.flatMap(([, runs]) => runs);
+  const off = runs.filter((r) => r.kept !== r.accepted).length;
+  return off === 0
+    ? `Both lists were checked after each run: every 202 was queued (users queued / 202s counted, by round: ${counts}).`
+    : `**${off} of ${runs.length} runs left their list holding other than the 202s counted** (users queued / 202s counted, by round: ${counts}).`;
 }
 
 /**

@@ -54,6 +54,29 @@ Deno.test("renderReport() says every 202 was kept only when the counts say so", 
   );
 });
 
+Deno.test("renderReport() says both lists through Traefik held every 202 only when the counts say so", async () => {
+  const results = await quickResults();
+  const traefik = results.traefik!;
+  assert.match(
+    renderReport(results, []),
+    /every 202 was queued \(users queued \/ 202s counted, by round: our API's 15,761\/15,761; the course's 28,218\/28,218\)\./,
+  );
+  const [queue] = traefik.runs.queue;
+  const lost = renderReport({
+    ...results,
+    traefik: { ...traefik, runs: { ...traefik.runs, queue: [{ ...queue!, kept: 15_000 }] } },
+  }, []);
+  assert.doesNotMatch(lost, /every 202 was queued/);
+  assert.match(
+    lost,
+    /\*\*1 of 2 runs left their list holding other than the 202s counted\*\* \(users queued \/ 202s counted, by round: our API's 15,000\/15,761;/,
+  );
+  assert.match(
+    lost,
+    /\| Traefik \| queue: every 202 kept \(users queued = 202s counted\) \| 15000 queued \/ 15761 .*\| \*\*FAILED\*\* \|/,
+  );
+});
+
 Deno.test("renderReport() states the load generator comparison only when it was measured", async () => {
   const results = await quickResults();
   assert.match(renderReport(results, []), /this run did not measure it/);

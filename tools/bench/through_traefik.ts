@@ -209,7 +209,9 @@ function describe(target: FrontTarget, run: FrontRun): string {
     run.requests - run.accepted
   }; CPU µs/request: oha ${micros("generator")}, traefik ${micros("traefik")}, api ${
     micros("api")
-  }, redis ${micros("redis")}`;
+  }, redis ${micros("redis")}${
+    target === "ceiling" ? "" : `; ${run.kept} users queued for ${run.accepted} 202s`
+  }`;
 }
 
 /** Runs the phase. */

@@ -44,7 +44,10 @@ Deno.test("parseStackConfig() names the bad variable and its value", () => {
     name: "RangeError",
     message: /--servers .*current value is "0"/,
   });
-  assert.throws(() => parseStackConfig([], { STACK_API_BASE_PORT: "65535" }).apiBasePort);
+  assert.throws(() => parseStackConfig([], { STACK_API_BASE_PORT: "65535" }), {
+    name: "RangeError",
+    message: /Cannot start 2 servers as STACK_API_BASE_PORT leaves too few ports/,
+  });
   assert.throws(() => parseStackConfig([], { STACK_CONSUMER_BASE_PORT: "65535" }), {
     name: "RangeError",
     message: /Cannot start 2 consumers as STACK_CONSUMER_BASE_PORT leaves too few ports/,
