@@ -133,6 +133,52 @@ scenario(
   },
 );
 
+scenario(
+  "SIGTERM: the API answers every request it receives until its listener closes, then refuses " +
+    "connections while it lingers, and exits 0",
+  async (stage) => {
+    const drainMs = 1_000;
+    const api = await stage.server({ SHUTDOWN_DRAIN_MS: String(drainMs) });
+    let exited = false;
+    const status = api.process.status.then((s) => (exited = true, s));
+    const post = (name: string) =>
+      fetch(`${api.url}/users`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ name }),
+      });
+    const signalledAt = Date.now();
+    stage.signal(api.process, "SIGTERM");
+    // The drain: not ready, yet a request is served in full (a 202, never a refusal of its own),
+    // on a connection it then closes.
+    await delay(200);
+    const readyz = await fetch(`${api.url}/readyz`);
+    await readyz.body?.cancel();
+    assert.equal(readyz.status, 503);
+    const during = await post("sigterm drain");
+    const body = await during.json();
+    assert.equal(during.status, 202, JSON.stringify(body));
+    assert.equal(during.headers.get("Connection"), "close");
+    // After the drain the port is closed while the process is still there, so a load balancer
+    // that still lists it gets its connection refused (which it may retry) rather than no answer.
+    await delay(drainMs + 500 - (Date.now() - signalledAt));
+    await assert.rejects(
+      Deno.connect({ hostname: "127.0.0.1", port: api.port }),
+      Deno.errors.ConnectionRefused,
+    );
+    assert.equal(exited, false, "it exited before lingering with its port closed");
+    assert.equal((await status).code, 0, stage.tails());
+    const exitMs = Date.now() - signalledAt;
+    // The drain, then at least the linger with the port closed (1 s in server/main.ts).
+    assert.ok(exitMs >= drainMs + 1_000, `exited ${exitMs} ms after SIGTERM`);
+    await stage.stopAll();
+    stage.summary(
+      `API SIGTERM: 202 during the ${drainMs} ms drain, connection refused after it, exit 0 ` +
+        `after ${seconds(exitMs)}`,
+    );
+  },
+);
+
 scenario("a full queue refuses the excess with 503 and loses nothing accepted", async (stage) => {
   const { redis } = stage.world;
   const api = await stage.server({ QUEUE_MAX_LENGTH: "2000" });
@@ -142,7 +188,7 @@ scenario("a full queue refuses the excess with 503 and loses nothing accepted", 
   const refused = outcomes.filter((o) => o.status === 503);
   assert.equal(outcomes.filter((o) => o.kind === "accepted").length, 2_000);
   assert.equal(refused.length, 1_000);
-  const reasons = [...new Set(refused.map((o) => `${o.detail} (Retry-After ${o.retryAfter})`))];
+  const reasons = [...new Set(refused.map((o) => `${o.code} (Retry-After ${o.retryAfter})`))];
   assert.deepEqual(reasons, [`${QUEUE_FULL} (Retry-After 1)`]);
   assert.equal(await redis.llen(stage.keys.queue), 2_000);
   const startedAt = Date.now();

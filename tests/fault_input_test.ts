@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { v7 as uuidv7 } from "uuid";
 import { encodeEnvelope } from "../queue/envelope.ts";
+import type { ErrorCode } from "../server/api_error.ts";
 import { envelopes, scenario, seconds, verdict } from "./fault_stage.ts";
 import { serviceEvents } from "./service_events.ts";
 
@@ -109,16 +110,24 @@ scenario(
         body: c.body,
       });
       const text = await response.text();
-      let error: unknown;
+      let body: { error?: unknown; code?: unknown } | undefined;
       try {
-        error = JSON.parse(text).error;
+        body = JSON.parse(text);
       } catch {
-        error = undefined;
+        body = undefined;
       }
-      const queued = await redis.llen(stage.keys.queue);
-      if (response.status !== c.status || typeof error !== "string" || queued !== 0) {
+      // Nothing queued: neither an item in the list nor a user in the status index.
+      const [queued, indexed] = await Promise.all([
+        redis.llen(stage.keys.queue),
+        redis.scard(stage.keys.queuedIds),
+      ]);
+      if (
+        response.status !== c.status || body?.code !== c.code ||
+        typeof body?.error !== "string" || queued !== 0 || indexed !== 0
+      ) {
         failures.push(
-          `${c.what}: ${response.status} ${text.slice(0, 100)} (queue length ${queued})`,
+          `${c.what}: expected ${c.status} ${c.code}, got ${response.status} ` +
+            `${text.slice(0, 100)} (queue length ${queued}, status index ${indexed})`,
         );
       }
     }
@@ -130,7 +139,7 @@ scenario(
     assert.equal(await redis.llen(stage.keys.queue), 5);
     await stage.stopAll();
     stage.summary(
-      `bad input: ${cases.length} malformed requests each the expected 4xx with a JSON error, ` +
+      `bad input: ${cases.length} malformed requests each the expected 4xx with its code, ` +
         `nothing queued, the API then accepts 5 of 5`,
     );
   },
@@ -145,49 +154,53 @@ interface BadInput {
   method?: string;
   path?: string;
   status: number;
+  /** The error code the answer must carry (README, "The API": the rules and their codes). */
+  code: ErrorCode;
 }
 
 function badInputs(): BadInput[] {
-  const json = (what: string, body: string, status = 400): BadInput => ({ what, body, status });
+  const json = (what: string, body: string, code: ErrorCode): BadInput => ({
+    what,
+    body,
+    status: 400,
+    code,
+  });
+  const contentType = (what: string, body: string, type: string): BadInput => ({
+    what,
+    body,
+    contentType: type,
+    status: 415,
+    code: "unsupported_media_type",
+  });
   return [
-    json("truncated JSON", '{"name": '),
-    json("not JSON at all", "name=Ada"),
-    json("empty body", ""),
-    json("JSON array", '["Ada"]'),
-    json("JSON string", '"Ada"'),
-    json("JSON null", "null"),
-    json("name is a number", '{"name": 5}'),
-    json("name is null", '{"name": null}'),
-    json("name is an array", '{"name": ["Ada"]}'),
-    json("name is an object", '{"name": {"first": "Ada"}}'),
-    json("name missing", "{}"),
-    json("wrong field", '{"username": "Ada"}'),
-    json("extra field", '{"name": "Ada", "admin": true}'),
-    json("empty name", '{"name": ""}'),
-    json("whitespace name", '{"name": " \\t\\n "}'),
-    json("201-character name", JSON.stringify({ name: "x".repeat(201) })),
-    json("NUL in the name", '{"name": "Ada\\u0000"}'),
-    json("lone surrogate (escaped)", '{"name": "Ada \\ud800"}'),
-    json("oversized body", JSON.stringify({ name: "x".repeat(20_000) }), 413),
-    { what: "text/html", body: '{"name": "Ada"}', contentType: "text/html", status: 415 },
+    json("truncated JSON", '{"name": ', "invalid_json"),
+    json("not JSON at all", "name=Ada", "invalid_json"),
+    json("empty body", "", "invalid_json"),
+    json("JSON array", '["Ada"]', "invalid_body"),
+    json("JSON string", '"Ada"', "invalid_body"),
+    json("JSON null", "null", "invalid_body"),
+    json("name is a number", '{"name": 5}', "invalid_body"),
+    json("name is null", '{"name": null}', "invalid_body"),
+    json("name is an array", '{"name": ["Ada"]}', "invalid_body"),
+    json("name is an object", '{"name": {"first": "Ada"}}', "invalid_body"),
+    json("name missing", "{}", "invalid_body"),
+    json("wrong field", '{"username": "Ada"}', "invalid_body"),
+    json("extra field", '{"name": "Ada", "admin": true}', "invalid_body"),
+    json("empty name", '{"name": ""}', "invalid_name"),
+    json("whitespace name", '{"name": " \\t\\n "}', "invalid_name"),
+    json("201-character name", JSON.stringify({ name: "x".repeat(201) }), "invalid_name"),
+    json("NUL in the name", '{"name": "Ada\\u0000"}', "invalid_name"),
+    json("lone surrogate (escaped)", '{"name": "Ada \\ud800"}', "invalid_name"),
     {
-      what: "application/xml",
-      body: "<name>Ada</name>",
-      contentType: "application/xml",
-      status: 415,
+      what: "oversized body",
+      body: JSON.stringify({ name: "x".repeat(20_000) }),
+      status: 413,
+      code: "body_too_large",
     },
-    {
-      what: "multipart",
-      body: '{"name": "Ada"}',
-      contentType: "multipart/form-data; boundary=x",
-      status: 415,
-    },
-    {
-      what: "latin-1 charset",
-      body: '{"name": "Ada"}',
-      contentType: "application/json; charset=iso-8859-1",
-      status: 415,
-    },
+    contentType("text/html", '{"name": "Ada"}', "text/html"),
+    contentType("application/xml", "<name>Ada</name>", "application/xml"),
+    contentType("multipart", '{"name": "Ada"}', "multipart/form-data; boundary=x"),
+    contentType("latin-1 charset", '{"name": "Ada"}', "application/json; charset=iso-8859-1"),
     {
       what: "invalid UTF-8 bytes (an encoded surrogate)",
       body: new Uint8Array([
@@ -199,9 +212,28 @@ function badInputs(): BadInput[] {
         0x7d,
       ]),
       status: 400,
+      code: "invalid_utf8",
     },
-    { what: "PUT /users", method: "PUT", body: '{"name": "Ada"}', status: 405 },
-    { what: "GET /users/not-a-uuid", method: "GET", path: "/users/not-a-uuid", status: 400 },
-    { what: "unknown route", path: "/nope", body: '{"name": "Ada"}', status: 404 },
+    {
+      what: "PUT /users",
+      method: "PUT",
+      body: '{"name": "Ada"}',
+      status: 405,
+      code: "method_not_allowed",
+    },
+    {
+      what: "GET /users/not-a-uuid",
+      method: "GET",
+      path: "/users/not-a-uuid",
+      status: 400,
+      code: "invalid_id",
+    },
+    {
+      what: "unknown route",
+      path: "/nope",
+      body: '{"name": "Ada"}',
+      status: 404,
+      code: "not_found",
+    },
   ];
 }

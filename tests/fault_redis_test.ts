@@ -18,6 +18,7 @@ import { delay, waitFor } from "../tools/harness/wait.ts";
 import { QUEUE_UNAVAILABLE } from "./answer_check.ts";
 import type { LoadGenerator } from "./fault_load.ts";
 import {
+  ANSWER_MARGIN_MS,
   answers,
   assertCleanExits,
   describeExits,
@@ -62,8 +63,8 @@ scenario(
     const [spares] = await Promise.all([
       Promise.all(
         [spareApi.process, spareConsumer].map((p) =>
-          // The API first drains for SHUTDOWN_DRAIN_MS; then it closes its clients (REDIS_TIMEOUT_MS
-          // at most), keeps refusing for 1 s and exits: 8 s more are ample.
+          // The API first drains for SHUTDOWN_DRAIN_MS; then it closes its listener and its clients
+          // (REDIS_TIMEOUT_MS at most), stays 1 s with the port closed and exits: 8 s more are ample.
           Promise.race([p.status, delay(DRAIN_MS + 8_000).then(() => undefined)])
         ),
       ),
@@ -135,7 +136,7 @@ scenario(
     // before. Such a user may be stored (once); nothing else answered 503 may,
     // since a push Redis runs after its deadline does nothing.
     const straddling = outcomes.filter((o) =>
-      o.kind === "rejected" && o.detail === QUEUE_UNAVAILABLE &&
+      o.kind === "rejected" && o.code === QUEUE_UNAVAILABLE &&
       o.sentAt <= frozenAt && o.sentAt + o.ms >= frozenAt
     ).map((o) => o.name);
     const drainMs = await stage.drain();
@@ -148,17 +149,10 @@ scenario(
     assert.ok(inside.length > 0, "inconclusive: no request was sent during the freeze");
     const bad = inside.filter((o) => o.status !== 503 || o.retryAfter === null);
     assert.deepEqual(bad.slice(0, 5), [], `${bad.length} requests during the freeze not a 503`);
-    // Prompt: every answer within the API's Redis timeout and 100 ms of
-    // slack for the two processes' event loops, as the client measures it,
-    // whatever the Redis client does with the commands it holds.
-    const promptMs = Number(FAST_ENV.REDIS_TIMEOUT_MS) + 100;
+    // Prompt: verify() held every answer to REDIS_TIMEOUT_MS + ANSWER_MARGIN_MS, as the client
+    // measures it, whatever the Redis client does with the commands it holds.
+    const promptMs = Number(FAST_ENV.REDIS_TIMEOUT_MS) + ANSWER_MARGIN_MS;
     const slowest = Math.max(...outcomes.map((o) => o.ms));
-    const late = outcomes.filter((o) => o.ms > promptMs);
-    assert.ok(
-      late.length === 0,
-      `${late.length} answers took over ${promptMs} ms (slowest ${slowest} ms): ` +
-        late.slice(0, 5).map((o) => `${o.status ?? o.kind} after ${o.ms} ms`).join(", "),
-    );
     assert.equal(readyz.status, 503);
     assert.match(readyz.reason, /^redis: /);
     const fenced = consumers.flatMap((c) => serviceEvents(c.output, "consumer_fenced")).length;
@@ -237,7 +231,7 @@ scenario(
     const outcomes = await load.finished();
     const refused = outcomes.filter((o) => o.status === 503);
     assert.ok(
-      refused.length > 0 && refused.every((o) => o.detail === QUEUE_UNAVAILABLE),
+      refused.length > 0 && refused.every((o) => o.code === QUEUE_UNAVAILABLE),
       `the API refuses with 503 "${QUEUE_UNAVAILABLE}" once Redis is full: ${refusals(outcomes)}`,
     );
     // Redis itself says why: its OOM error, to this client too. Memory hovers at the bound (a
