@@ -16,8 +16,11 @@ export const options = {
       rate: Number(__ENV.RATE || 200),
       timeUnit: "1s",
       duration: __ENV.DURATION || "20s",
-      preAllocatedVUs: 20,
-      maxVUs: 200,
+      // One VU per request that may be in flight: answers take up to REDIS_TIMEOUT_MS (1 s), so
+      // RATE of them, made before the load starts. With fewer, a request that comes due while every
+      // VU waits is never sent, and a load would quietly send less than it says.
+      preAllocatedVUs: Number(__ENV.RATE || 200),
+      maxVUs: Number(__ENV.RATE || 200),
     },
   },
 };
