@@ -43,7 +43,7 @@ import {
 import { checkDelivery, type DeliveryReport, describeProblems } from "./delivery_check.ts";
 import { LoadGenerator, type LoadOptions, type Outcome } from "./fault_load.ts";
 import {
-  ANSWER_MARGIN_MS,
+  answerBound,
   type EnvChanges,
   FAST_ENV,
   killAll,
@@ -411,7 +411,7 @@ export class ClusterStage implements AsyncDisposable {
    * stored twice or under another id, nothing stored that was refused other than with a 503
    * `queue_unavailable` or `unconfirmed` (whose push may have run), every answer other than 202
    * explained by a fault, every answer within its API's REDIS_TIMEOUT_MS and
-   * {@linkcode ANSWER_MARGIN_MS}, no dead letter, every shard's lists and status index empty (and
+   * `ANSWER_MARGIN_MS` (`fault_stage.ts`), no dead letter, every shard's lists and status index empty (and
    * its crash counts, unless `crashCountsMayRemain`), no service ended by itself. Prints
    * `<label>: <accounting>` first, so the figures are there whatever the verdict.
    */
@@ -469,7 +469,7 @@ export class ClusterStage implements AsyncDisposable {
     // push from being confirmed within REDIS_WAIT_TIMEOUT_MS.
     const { problems: unexplained } = checkAnswers(outcomes, this.#faults, {
       ...options,
-      answerWithinMs: options.answerWithinMs ?? ((outcome) => this.#answerWithinMs(outcome)),
+      answerWithinMs: options.answerWithinMs ?? answerBound(this.#redisTimeouts),
     });
     assert.ok(
       unexplained.length === 0,
@@ -487,17 +487,6 @@ export class ClusterStage implements AsyncDisposable {
       }
     });
     return result;
-  }
-
-  /** The README's bound on `outcome`'s answer: its API's REDIS_TIMEOUT_MS and the margin. */
-  #answerWithinMs(outcome: Outcome): number {
-    const timeoutMs = this.#redisTimeouts.get(outcome.url);
-    if (timeoutMs === undefined) {
-      throw new TypeError(
-        `Cannot bound the answer from ${outcome.url} as no API there was started`,
-      );
-    }
-    return timeoutMs + ANSWER_MARGIN_MS;
   }
 
   /** Fails when a process exited that the scenario did not kill. */

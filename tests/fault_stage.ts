@@ -86,6 +86,22 @@ export const FAST_ENV: Readonly<Record<string, string>> = {
  */
 export const ANSWER_MARGIN_MS = 100;
 
+/**
+ * The README's bound on each answer, given each API's REDIS_TIMEOUT_MS by its URL: that timeout and
+ * {@linkcode ANSWER_MARGIN_MS}. Both stages (this one and `cluster_stage.ts`) hold answers to it.
+ */
+export function answerBound(redisTimeouts: ReadonlyMap<string, number>): (o: Outcome) => number {
+  return (outcome) => {
+    const timeoutMs = redisTimeouts.get(outcome.url);
+    if (timeoutMs === undefined) {
+      throw new TypeError(
+        `Cannot bound the answer from ${outcome.url} as no API there was started`,
+      );
+    }
+    return timeoutMs + ANSWER_MARGIN_MS;
+  };
+}
+
 /** Test clients' application_name, so terminating "every backend" spares the test itself. */
 export const TEST_APP = "fault-suite";
 
@@ -490,20 +506,9 @@ export class Stage implements AsyncDisposable {
   assertAnswers(outcomes: readonly Outcome[], options: AnswerCheckOptions = {}): void {
     const { problems } = checkAnswers(outcomes, this.#faults, {
       ...options,
-      answerWithinMs: options.answerWithinMs ?? ((outcome) => this.#answerWithinMs(outcome)),
+      answerWithinMs: options.answerWithinMs ?? answerBound(this.#redisTimeouts),
     });
     assert.ok(problems.length === 0, `answers no fault explains:\n  ${problems.join("\n  ")}`);
-  }
-
-  /** The README's bound on `outcome`'s answer: its API's REDIS_TIMEOUT_MS and the margin. */
-  #answerWithinMs(outcome: Outcome): number {
-    const timeoutMs = this.#redisTimeouts.get(outcome.url);
-    if (timeoutMs === undefined) {
-      throw new TypeError(
-        `Cannot bound the answer from ${outcome.url} as no API there was started`,
-      );
-    }
-    return timeoutMs + ANSWER_MARGIN_MS;
   }
 
   /**
