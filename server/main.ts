@@ -196,6 +196,17 @@ function closingConnection(response: Response): Response {
   }
 }
 
+// Listen once Redis is ready: until then every push would be refused at once, and a balancer that
+// trusts a replica as soon as it accepts connections (Traefik after a restart, before its next
+// check) would pass those refusals on, where a refused connection it retries on another replica.
+// With Redis unreachable it listens anyway after REDIS_TIMEOUT_MS, so /readyz can say why.
+if (redis.status !== "ready") {
+  await withDeadline(
+    new Promise<void>((resolve) => redis.once("ready", () => resolve())),
+    config.REDIS_TIMEOUT_MS,
+    "connect to Redis before listening",
+  ).catch(() => {});
+}
 const server = Deno.serve({
   port: config.PORT,
   hostname: "0.0.0.0",

@@ -91,6 +91,11 @@ const DEAD_REPLICA = { forMs: 3_000, slowerByMs: 3_500 } as const;
  * second apart) and Traefik's next 1 s check finds them ready; until then its own 503 answers.
  */
 const REDIS_BACK_MS = 5_000;
+/**
+ * README, "How the containers behave": once Docker reports a replica healthy, Traefik's Docker
+ * provider applies it at most 2 s later and its own health check runs every second.
+ */
+const TRAEFIK_SETTLES_MS = 3_000;
 
 /**
  * The names that may be stored although the client was not told 202: README, "The API": a 503
@@ -105,6 +110,23 @@ function mayBeStored(outcomes: readonly Outcome[], faults: readonly Fault[]): st
       f.excuses.includes("unavailable") && o.sentAt <= f.to && o.sentAt + o.ms >= f.from
     )
   ).map((o) => o.name);
+}
+
+/**
+ * What Traefik, the API replicas and Redis logged since `since` (ms since the epoch), for the
+ * reader of a failed check: which replica went unready, and why.
+ */
+async function serviceLogs(since: number): Promise<string> {
+  const logs = await project.compose([
+    "logs",
+    "--timestamps",
+    "--since",
+    new Date(since).toISOString(),
+    "traefik",
+    "server",
+    "redis",
+  ]);
+  return `service logs since ${new Date(since).toISOString()}:\n${logs.stdout.slice(-8_000)}`;
 }
 
 const options = { sanitizeOps: false, sanitizeResources: false };
@@ -385,13 +407,17 @@ Deno.test({
     })();
     const restartAt = Date.now();
     const restart = ok("restart server", await project.compose(["restart", "server"]));
-    await waitFor("the APIs to be ready again", async () => {
-      const r = await fetch(`${project.url}/readyz`).catch(() => undefined);
-      await r?.body?.cancel();
-      return r?.status === 200;
+    // Every replica restarted is "starting" for Docker until its first passing check (3 s apart),
+    // and Traefik's Docker provider routes only to healthy ones: its own 503 may answer until the
+    // last of them turns healthy and the provider applies it (at most every 2 s), plus Traefik's
+    // next 1 s check. README, "How the containers behave": no replica ready, 503 with Retry-After.
+    await waitFor("every API replica healthy again", async () => {
+      const servers = await project.containers("server");
+      return servers.length > 0 && servers.every((c) => c.health === "healthy");
     }, { timeoutMs: 60_000, intervalMs: 200 });
-    const readyAt = Date.now();
-    await delay(2_000);
+    const readyAt = Date.now() + TRAEFIK_SETTLES_MS;
+    // Keep posting past the window, so the answers after it show the stack settled.
+    await delay(TRAEFIK_SETTLES_MS + 2_000);
     polling = false;
     await poller;
     // A replica being stopped serves every request it gets until its listener closes, and a
@@ -415,6 +441,7 @@ Deno.test({
     }
     const answers = [...counts].map(([k, n]) => `${n} × ${k}`).join(", ");
     assert.ok(deliveryHeld(report), `${describeProblems(report)}\n${answers}`);
+    if (answerReport.problems.length > 0) console.log(await serviceLogs(restartAt));
     assert.deepEqual(answerReport.problems, [], answers);
     assert.ok(
       (answerReport.explained.get("every API replica restarting") ?? 0) > 0,
@@ -429,6 +456,7 @@ Deno.test({
   ...options,
   async fn() {
     requireUp();
+    const loadStarted = Date.now();
     const load = project.acceptedLoad("faults", { rate: 250, seconds: 30 });
     await delay(4_000);
     // Consumers crashing changes no answer: the API does not wait for them.
@@ -481,6 +509,7 @@ Deno.test({
       `${report.unexpectedRows.length}; drained ${drainMs} ms after the load`;
     note(line);
     assert.ok(deliveryHeld(report), `${describeProblems(report)}\n${line}`);
+    if (answerReport.problems.length > 0) console.log(await serviceLogs(loadStarted));
     assert.deepEqual(answerReport.problems, [], line);
     assert.ok(
       (answerReport.explained.get("Redis restarting") ?? 0) > 0,

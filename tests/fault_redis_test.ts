@@ -52,7 +52,13 @@ scenario(
       CONSUMER_MODE: "single",
       SHUTDOWN_TIMEOUT_MS: "300",
     });
-    const backlog = await redis.llen(stage.keys.queue);
+    // The spare consumer drains too: kill Redis once a backlog is there, however fast the two
+    // consumers turn out to be against the API on this machine.
+    let backlog = 0;
+    await waitFor("a backlog in Redis", async () => {
+      backlog = await redis.llen(stage.keys.queue);
+      return backlog >= 100;
+    }, { timeoutMs: 10_000, intervalMs: 50 }).catch(() => {});
     const acceptedBefore = load.count("accepted");
     const down = stage.fault("Redis down", ["unavailable"]);
     redisServer.server.kill("SIGKILL");
