@@ -41,19 +41,22 @@ scenario(
   async (stage) => {
     const { redis, redisServer } = stage.world;
     const api = await stage.server();
-    // One consumer in single mode drains slower than the load arrives, so a
-    // backlog sits in Redis when it dies.
-    const consumer = await stage.consumer({ CONSUMER_MODE: "single" });
+    // The load starts before the consumer, so a backlog sits in Redis when it dies whether or not
+    // one consumer in single mode turns out slower than the API on this machine.
     const load = stage.load([api], "redis-kill", { ratePerSecond: 2_000 });
     await delay(2_000);
-    // Spares, SIGTERMed while Redis is down: they must still exit 0.
+    const consumer = await stage.consumer({ CONSUMER_MODE: "single" });
+    await delay(1_000);
+    // Spares, SIGTERMed while Redis is down: they must still exit 0. The spare consumer serves a
+    // queue of its own, so it takes none of the backlog the scenario needs at the kill.
     const spareApi = await stage.server();
     const spareConsumer = await stage.consumer({
       CONSUMER_MODE: "single",
       SHUTDOWN_TIMEOUT_MS: "300",
+      QUEUE_NAME: `${stage.keys.queue}-spare`,
     });
-    // The spare consumer drains too: kill Redis once a backlog is there, however fast the two
-    // consumers turn out to be against the API on this machine.
+    // However fast the consumer turns out to be against the API on this machine, kill Redis once a
+    // backlog is there.
     let backlog = 0;
     await waitFor("a backlog in Redis", async () => {
       backlog = await redis.llen(stage.keys.queue);
