@@ -150,6 +150,7 @@ function describe(outcome: Outcome, excuse: Excuse | undefined): string {
     : `${answer} outside any fault that explains it`;
 }
 
-function overlaps(outcome: Outcome, fault: Fault): boolean {
+/** Whether `outcome`'s request, from sending to answer, overlaps `fault`'s window. */
+export function overlaps(outcome: Outcome, fault: Fault): boolean {
   return outcome.sentAt <= fault.to && outcome.sentAt + outcome.ms >= fault.from;
 }

@@ -13,6 +13,7 @@
 
 import { type CommandResult, runCommand } from "../tools/harness/run_command.ts";
 import { freePort } from "../tools/harness/ports.ts";
+import { projectEnv } from "../tools/harness/services.ts";
 import { waitFor } from "../tools/harness/wait.ts";
 import type { Row } from "./delivery_check.ts";
 import type { Outcome } from "./fault_load.ts";
@@ -240,6 +241,12 @@ export class ComposeProject {
     );
   }
 }
+
+/**
+ * README, "How the containers behave": through Traefik every answer comes within REDIS_TIMEOUT_MS
+ * (project.env) and half a second more (the extra hop and scheduling on a busy machine).
+ */
+export const ANSWER_THROUGH_TRAEFIK_MS = Number(projectEnv().REDIS_TIMEOUT_MS) + 500;
 
 /**
  * The users an API replica has accepted since it started: its `users_pipeline_users_accepted_total`,

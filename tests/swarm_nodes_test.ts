@@ -19,10 +19,16 @@ import assert from "node:assert/strict";
 import { type SwarmNode, SwarmNodes } from "../tools/harness/swarm_nodes.ts";
 import { holdLoadTurnForFile } from "../tools/harness/load_turn.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
-import { acceptedK6Args, ok, parseAcceptedLines, pendingIn, run } from "./compose_project.ts";
+import {
+  acceptedK6Args,
+  ANSWER_THROUGH_TRAEFIK_MS,
+  ok,
+  parseAcceptedLines,
+  pendingIn,
+  run,
+} from "./compose_project.ts";
 import { checkAnswers, type Fault } from "./answer_check.ts";
 import { checkDelivery, deliveryHeld, describeProblems } from "./delivery_check.ts";
-import { projectEnv } from "../tools/harness/services.ts";
 import { waitForQuery, waitForTargets } from "./prometheus_api.ts";
 
 /** The README's stack name: the swarm is this test's own. */
@@ -341,7 +347,7 @@ Deno.test({
       slowerByMs: 3_000,
     };
     const answerReport = checkAnswers(outcomes, [loss], {
-      answerWithinMs: Number(projectEnv().REDIS_TIMEOUT_MS) + 500,
+      answerWithinMs: ANSWER_THROUGH_TRAEFIK_MS,
       maxIndeterminate: rate * NODE_LOSS_NOTICED_MS / 1_000,
     });
     note(`node loss: before ${describePlacement(before)}`);
