@@ -28,6 +28,8 @@ import {
   usersAcceptedBy,
 } from "./compose_project.ts";
 import { storedSum, waitForStored, waitForTargets } from "./prometheus_api.ts";
+import { isUuid } from "../queue/envelope.ts";
+import { queueKeys } from "../queue/keys.ts";
 
 const CHROMIUM = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
 const project = new ComposeProject(`upl${Deno.pid}`, freePort());
@@ -214,6 +216,34 @@ Deno.test({
     const stored = await project.rows("Queueing");
     assert.equal(stored.length, 20);
     note(`the course's curl: 20 of 20 answered 202 right after up, 20 rows`);
+  },
+});
+
+Deno.test({
+  name: "redis-cli LPUSH users '{\"name\":…}', the course's push, reaches the table with an id",
+  ...options,
+  async fn() {
+    requireUp();
+    const names = ["Ada", "Grace", "Ada"].map((name, i) => `${name} raw ${i}`);
+    const deadBefore = await project.redis("LLEN", queueKeys("users").dead);
+    for (const name of names) {
+      assert.match(await project.redis("LPUSH", "users", JSON.stringify({ name })), /^\d+$/);
+    }
+    const rows = async () =>
+      await project.sql(`select name, id from users where name like '% raw %' order by name`);
+    await waitFor("the pushed users in the table", async () => {
+      return (await rows()).length >= names.length;
+    }, { timeoutMs: 30_000, intervalMs: 200 });
+    const stored = await rows();
+    assert.deepEqual(stored.map((row) => row[0]), names.toSorted());
+    for (const [, id] of stored) assert.ok(isUuid(id ?? ""), `a UUID: ${id}`);
+    assert.equal(new Set(stored.map((row) => row[1])).size, names.length, "each its own id");
+    assert.equal(
+      await project.redis("LLEN", queueKeys("users").dead),
+      deadBefore,
+      "nothing buried",
+    );
+    note(`redis-cli LPUSH users: ${names.length} of ${names.length} stored, each with its own id`);
   },
 });
 

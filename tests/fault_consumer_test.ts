@@ -10,7 +10,8 @@
  */
 
 import assert from "node:assert/strict";
-import { encodeEnvelope, type UserEnvelope } from "../queue/envelope.ts";
+import { encodeEnvelope, isUuid, type UserEnvelope } from "../queue/envelope.ts";
+import { createCourseApp } from "../tools/bench/course_producer.ts";
 import { TaskProcess } from "../tools/harness/processes.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
 import { checkDelivery, type DeliveryReport } from "./delivery_check.ts";
@@ -88,6 +89,67 @@ scenario(
       `crash before ack with poison in the batch: ${good.length} good + ${poison.length} poison, ` +
         `1 crash, ${verdict(report)}, dead letters ${poison.length} (each once), drained ` +
         `${seconds(drainMs)} after the restart (${seconds(Date.now() - crashedAt)})`,
+    );
+  },
+);
+
+scenario(
+  "the course's producer's users get an id when taken and are stored once through a crash between commit and acknowledgement",
+  async (stage) => {
+    const { redis, redisServer, sql } = stage.world;
+    // The course's producer app as the chapter writes it (tools/bench), its
+    // list redirected to this scenario's queue, behind a real HTTP server.
+    const producer = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      createCourseApp({ lpush: (_list, item) => redis.lpush(stage.keys.queue, item) }).fetch,
+    );
+    const names = Array.from({ length: 600 }, (_, i) => `course ${i}`);
+    try {
+      for (let i = 0; i < names.length; i += 50) {
+        const answers = await Promise.all(
+          names.slice(i, i + 50).map(async (name) => {
+            const response = await fetch(`http://127.0.0.1:${producer.addr.port}/users`, {
+              method: "POST",
+              body: JSON.stringify({ name }),
+            });
+            await response.body?.cancel();
+            return response.status;
+          }),
+        );
+        assert.deepEqual(answers, Array(answers.length).fill(202));
+      }
+    } finally {
+      await producer.shutdown();
+    }
+    // And the chapter's command line, `redis-cli LPUSH users '{"name":"Ada"}'`.
+    const cli = await new Deno.Command("redis-cli", {
+      args: ["-p", String(redisServer.port), "LPUSH", stage.keys.queue, '{"name":"course Ada"}'],
+    }).output();
+    assert.equal(new TextDecoder().decode(cli.stdout).trim(), String(names.length + 1));
+    names.push("course Ada");
+
+    // Stores a batch of 250, commits it, and SIGKILLs itself before acknowledging it.
+    const crashing = await stage.consumer({ FAULT_CRASH_AT: "stored", BATCH_SIZE: "250" });
+    stage.expectEnd(crashing);
+    assert.equal(
+      (await crashing.status).code,
+      137,
+      `expected the self-inflicted SIGKILL\n${stage.tails()}`,
+    );
+    assert.equal(await rowCount(sql), 250, "the first batch is committed before the crash");
+    await stage.consumer({ BATCH_SIZE: "250" });
+    const drainMs = await stage.drain();
+
+    const rows = await sql<{ id: string; name: string }[]>`select id::text, name from users`;
+    assert.deepEqual(rows.map((row) => row.name).toSorted(), names.toSorted(), "each user once");
+    assert.ok(rows.every((row) => isUuid(row.id) && row.id[14] === "7"), "each under a UUIDv7");
+    assert.equal(new Set(rows.map((row) => row.id)).size, rows.length);
+    assert.deepEqual(await stage.deadLetters(), []);
+    await stage.stopAll();
+    stage.summary(
+      `the course's producer: ${names.length - 1} POSTs + 1 redis-cli LPUSH of {"name"} items, a ` +
+        `crash after committing 250 of them, ${rows.length} rows, each name once under its own ` +
+        `id, 0 dead letters, drained in ${seconds(drainMs)} after the restart`,
     );
   },
 );
