@@ -69,12 +69,15 @@ export const ERROR_CODES = {
   },
   queue_unavailable: {
     status: 503,
-    description: "Redis failed or did not answer within REDIS_TIMEOUT_MS.",
+    description: "Redis failed or did not answer within REDIS_TIMEOUT_MS. On POST /users the " +
+      "push may have run: the answer carries the id it minted (body and Location), and " +
+      "GET /users/{id} after Retry-After says queued, stored, dead, or 404 for never queued.",
   },
   unconfirmed: {
     status: 503,
     description: "Pushed, but fewer than REDIS_WAIT_REPLICAS replicas confirmed it in time: " +
-      "not accepted, though the user may still be stored.",
+      "not accepted, though the user may still be stored. The answer carries the id it " +
+      "minted (body and Location), which GET /users/{id} settles after Retry-After.",
   },
   database_unavailable: { status: 503, description: "PostgreSQL could not be reached." },
 } as const satisfies Record<string, ErrorCodeInfo>;
@@ -88,11 +91,17 @@ export interface ErrorBody {
   readonly error: string;
   /** What is wrong, for a program to branch on. */
   readonly code: ErrorCode;
+  /**
+   * The id a `POST /users` minted, on a refusal that may still have queued
+   * its user (`queue_unavailable`, `unconfirmed`): `GET /users/{id}` settles
+   * it. Absent on every other answer.
+   */
+  readonly id?: string;
 }
 
 /** The body of an error answer, for a response built outside the app (`main.ts`). */
-export function errorBody(code: ErrorCode, message: string): ErrorBody {
-  return { error: message, code };
+export function errorBody(code: ErrorCode, message: string, id?: string): ErrorBody {
+  return id === undefined ? { error: message, code } : { error: message, code, id };
 }
 
 /**
@@ -103,10 +112,13 @@ export function errorBody(code: ErrorCode, message: string): ErrorBody {
 export class ApiError extends HTTPException {
   override readonly name = "ApiError";
   readonly code: ErrorCode;
+  /** The minted id of a user this refusal may have queued (see {@linkcode ErrorBody}). */
+  readonly id?: string;
 
-  constructor(code: ErrorCode, message: string, options: { cause?: unknown } = {}) {
+  constructor(code: ErrorCode, message: string, options: { cause?: unknown; id?: string } = {}) {
     super(ERROR_CODES[code].status, { message, cause: options.cause });
     this.code = code;
+    if (options.id !== undefined) this.id = options.id;
   }
 }
 

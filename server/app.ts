@@ -144,16 +144,19 @@ export function createApp(options: AppOptions): Hono {
           throw new ApiError("queue_full", "queue is full, retry later", { cause: error });
         }
         onUnavailable(error);
+        // Either refusal may follow a push that ran (unconfirmed: it did; unavailable: the reply
+        // was lost or late), so it names the id: GET /users/{id} settles what happened.
         if (error instanceof WriteUnconfirmedError) {
           // Pushed, but not known to survive a failover: not accepted (it may still be stored).
           throw new ApiError(
             "unconfirmed",
             "queue could not confirm the user on enough replicas, retry later",
-            { cause: error },
+            { cause: error, id },
           );
         }
         throw new ApiError("queue_unavailable", "queue is unavailable, retry later", {
           cause: error,
+          id,
         });
       }
       return c.json({ id }, 202, { Location: `/users/${id}` });
@@ -207,7 +210,8 @@ export function createApp(options: AppOptions): Hono {
   app.onError((error, c) => {
     if (error instanceof ApiError) {
       if (error.status === 503) c.header("Retry-After", String(retryAfterSeconds));
-      return c.json(errorBody(error.code, error.message), error.status);
+      if (error.id !== undefined) c.header("Location", `/users/${error.id}`);
+      return c.json(errorBody(error.code, error.message, error.id), error.status);
     }
     onUnexpectedError(error);
     return c.json(errorBody("internal_error", "internal error"), 500);

@@ -37,6 +37,12 @@ function post(body: string, headers: Record<string, string> = {}) {
 }
 
 /** An error answer's body: its message matches, and it carries exactly this code. */
+/** A 503 that may follow a push: it names the minted id, in the body and as Location. */
+function assertSettleable(res: Response, body: { id?: unknown }) {
+  assert.ok(typeof body.id === "string" && isUuid(body.id), `an id: ${JSON.stringify(body)}`);
+  assert.equal(res.headers.get("Location"), `/users/${body.id}`);
+}
+
 function assertError(body: { error?: unknown; code?: unknown }, message: RegExp, code: ErrorCode) {
   assert.equal(typeof body.error, "string", JSON.stringify(body));
   assert.match(body.error as string, message);
@@ -133,7 +139,11 @@ Deno.test("createApp() answers 503 with Retry-After when the queue is full", asy
   const res = await app.request("/users", post('{"name":"Ada"}'));
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("Retry-After"), "1");
-  assertError(await res.json(), /full/, "queue_full");
+  const body = await res.json();
+  assertError(body, /full/, "queue_full");
+  // Refused before anything was pushed: nothing to settle.
+  assert.equal(body.id, undefined);
+  assert.equal(res.headers.get("Location"), null);
 });
 
 Deno.test("createApp() answers 503, not 202, to a push fewer replicas than asked confirmed", async () => {
@@ -146,21 +156,30 @@ Deno.test("createApp() answers 503, not 202, to a push fewer replicas than asked
   const res = await app.request("/users", post('{"name":"Ada"}'));
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("Retry-After"), "1");
-  assertError(await res.json(), /could not confirm the user on enough replicas/, "unconfirmed");
+  const body = await res.json();
+  assertError(body, /could not confirm the user on enough replicas/, "unconfirmed");
+  assertSettleable(res, body);
   assert.equal(failures.length, 1);
 });
 
 Deno.test("createApp() answers 503 with Retry-After when Redis fails", async () => {
   const failures: unknown[] = [];
+  const tried: string[] = [];
   const app = createApp({
-    accept: () => Promise.reject(new Error("Connection is closed.")),
+    accept: (user) => {
+      tried.push(user.id);
+      return Promise.reject(new Error("Connection is closed."));
+    },
     ...NO_USERS,
     onUnavailable: (error) => failures.push(error),
   });
   const res = await app.request("/users", post('{"name":"Ada"}'));
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("Retry-After"), "1");
-  assertError(await res.json(), /unavailable/, "queue_unavailable");
+  const body = await res.json();
+  assertError(body, /unavailable/, "queue_unavailable");
+  assertSettleable(res, body);
+  assert.deepEqual(tried, [body.id], "the id of the user it tried to push");
   assert.equal(failures.length, 1);
 });
 
@@ -177,7 +196,9 @@ Deno.test("createApp() answers 503 within acceptTimeoutMs when the queue never a
   assert.ok(Date.now() - started < 1_000, `answered after ${Date.now() - started} ms`);
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("Retry-After"), "1");
-  assertError(await res.json(), /unavailable/, "queue_unavailable");
+  const body = await res.json();
+  assertError(body, /unavailable/, "queue_unavailable");
+  assertSettleable(res, body);
   assert.ok(failures[0] instanceof DeadlineError);
 });
 

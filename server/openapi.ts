@@ -58,6 +58,12 @@ const userList = z.object({ users: z.array(storedUser).describe("newest first") 
 const retryAfter = {
   "Retry-After": { description: "Seconds to wait before retrying", schema: { type: "integer" } },
 } as const;
+const settleAt = {
+  Location: {
+    description: "With an `id` in the body: where that user's status is read",
+    schema: { type: "string" },
+  },
+} as const;
 
 function json(description: string, schema: z.ZodType) {
   return { description, content: { "application/json": { schema } } };
@@ -70,7 +76,7 @@ const ANY_ROUTE: readonly ErrorCode[] = ["internal_error"];
  * The error answers a route gives, one per status, each saying which codes it
  * carries and what they mean; the schema lists exactly those codes.
  */
-function errors(codes: readonly ErrorCode[]) {
+function errors(codes: readonly ErrorCode[], { mayHaveQueued = false } = {}) {
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of [...codes, ...ANY_ROUTE]) {
     const { status } = ERROR_CODES[code];
@@ -78,14 +84,28 @@ function errors(codes: readonly ErrorCode[]) {
   }
   return Object.fromEntries(
     [...byStatus].map(([status, list]) => {
+      // A POST's 503 may follow a push that ran: it names the id it minted, to settle it.
+      const settleable = mayHaveQueued && status === 503;
       const schema = z.object({
         error: z.string().describe("what is wrong, for a person to read; may be reworded"),
         code: z.enum(list as [ErrorCode, ...ErrorCode[]])
           .describe("what is wrong, for a program to branch on; stable"),
+        ...(settleable
+          ? {
+            id: z.uuid().optional().describe(
+              "with queue_unavailable and unconfirmed: the id the API minted; " +
+                "GET /users/{id} after Retry-After says whether the user was queued (404: never)",
+            ),
+          }
+          : {}),
       });
       const meanings = list.map((code) => `\`${code}\`: ${ERROR_CODES[code].description}`);
       const answer = json(meanings.join(" "), schema);
-      return [status, status === 503 ? { ...answer, headers: retryAfter } : answer];
+      if (status !== 503) return [status, answer];
+      return [status, {
+        ...answer,
+        headers: settleable ? { ...retryAfter, ...settleAt } : retryAfter,
+      }];
     }),
   );
 }
@@ -135,7 +155,7 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
         "queue_full",
         "queue_unavailable",
         "unconfirmed",
-      ]),
+      ], { mayHaveQueued: true }),
     },
   });
 

@@ -66,3 +66,15 @@ Deno.test("checkDelivery() expects injected users and tolerates optional ones", 
   assert.deepEqual(report.unexpectedRows, []);
   assert.equal(report.mayStoreStored, 1);
 });
+
+Deno.test("checkDelivery() holds a 503 that names an id to that id, stored or not, never as a 202", () => {
+  const settleable = (name: string, id: string): Outcome => ({ ...rejected(name), id });
+  const report = checkDelivery(
+    [settleable("kept", "1"), settleable("rekeyed", "2"), settleable("never", "3")],
+    [{ id: "1", name: "kept" }, { id: "9", name: "rekeyed" }],
+    { mayStore: ["kept", "rekeyed", "never"] },
+  );
+  assert.deepEqual(report.lost, [], "a 503's user need not be stored");
+  assert.deepEqual(report.wrongIds, ["rekeyed"]);
+  assert.equal(report.mayStoreStored, 2);
+});

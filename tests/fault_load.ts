@@ -29,7 +29,7 @@ export interface Outcome {
   readonly kind: "accepted" | "rejected" | "indeterminate" | "unexpected";
   /** The HTTP status, when an answer came. */
   readonly status?: number;
-  /** The id of a 202. */
+  /** The id of a 202, or the one a 503 names when its user may have been queued. */
   readonly id?: string;
   /** The Retry-After header of a 503. */
   readonly retryAfter?: string | null;
@@ -98,7 +98,13 @@ export async function classify(
   const code = typeof body?.code === "string" && error !== undefined
     ? body.code
     : response.headers.get(ERROR_CODE_HEADER) ?? undefined;
-  const refusal = { ...base, kind: "rejected" as const, code, detail: error ?? text.trim() };
+  const refusal = {
+    ...base,
+    kind: "rejected" as const,
+    code,
+    detail: error ?? text.trim(),
+    ...(typeof body?.id === "string" ? { id: body.id } : {}),
+  };
   if (code !== undefined && status >= 400 && status < 500) return refusal;
   if (code !== undefined && status === 503 && retryAfter !== null) return refusal;
   return { ...base, kind: "unexpected", code, detail: `${status} ${text}` };

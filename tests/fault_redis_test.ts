@@ -150,6 +150,12 @@ scenario(
     ).map((o) => o.name);
     const drainMs = await stage.drain();
     const report = await stage.verify(outcomes, { mayStore: straddling });
+    const settled = await stage.assertSettled(api, outcomes);
+    assert.equal(
+      settled.stored + settled.never,
+      outcomes.filter((o) => o.code === QUEUE_UNAVAILABLE).length,
+      "every 503 queue_unavailable names the id it minted",
+    );
     // Requests sent well inside the freeze: none could be queued, each must
     // be a prompt 503 with Retry-After.
     const inside = outcomes.filter((o) =>
@@ -171,7 +177,8 @@ scenario(
         `with Retry-After well inside the freeze, slowest answer ${slowest} ms (bound ${promptMs} ms), ` +
         `API accepting ` +
         `${seconds(apiBackMs)} after SIGCONT, ${straddling.length} × 503 in flight at SIGSTOP ` +
-        `(${report.mayStoreStored} stored), /readyz 503 "${readyz.reason}" in ${readyz.ms} ms ` +
+        `(${report.mayStoreStored} stored), each 503's id settled by GET /users/{id} ` +
+        `(${settled.stored} stored, ${settled.never} never queued), /readyz 503 "${readyz.reason}" in ${readyz.ms} ms ` +
         `while frozen, the same 2 consumers drained (fenced and ` +
         `re-registered ${fenced}×), ${verdict(report)}, drained in ${seconds(drainMs)}`,
     );

@@ -512,6 +512,39 @@ export class Stage implements AsyncDisposable {
   }
 
   /**
+   * Settles, once drained, every refusal that named an id (a 503 whose push
+   * may have run): `GET /users/{id}` on `api` must say `stored` for an id in
+   * the table and 404 for one that is not, as the README's delivery contract
+   * tells clients to settle it. Returns how many settled each way.
+   */
+  async assertSettled(
+    api: Api,
+    outcomes: readonly Outcome[],
+  ): Promise<{ stored: number; never: number }> {
+    const named = outcomes.filter((o) => o.kind === "rejected" && o.id !== undefined);
+    const ids = named.map((o) => o.id!);
+    const rows = ids.length === 0 ? [] : await this.world.sql<{ id: string }[]>`
+      select id::text from users where id in ${this.world.sql(ids)}`;
+    const inTable = new Set(rows.map((row) => row.id));
+    const wrong: string[] = [];
+    for (let i = 0; i < ids.length; i += 32) {
+      await Promise.all(
+        ids.slice(i, i + 32).map(async (id) => {
+          const response = await fetch(`${api.url}/users/${id}`);
+          const body = await response.json().catch(() => undefined);
+          const said = response.status === 404
+            ? "never queued"
+            : `${response.status} ${body?.status}`;
+          const expected = inTable.has(id) ? "200 stored" : "never queued";
+          if (said !== expected) wrong.push(`${id}: ${said}, the table says ${expected}`);
+        }),
+      );
+    }
+    assert.deepEqual(wrong.slice(0, 5), [], `${wrong.length} of ${ids.length} 503s settle wrongly`);
+    return { stored: inTable.size, never: ids.length - inTable.size };
+  }
+
+  /**
    * The promise, once drained: nothing lost, doubled or invented, no
    * forbidden or unexplained answer, the dead letters exactly as expected,
    * every list empty, no service ended by itself.
