@@ -39,6 +39,41 @@ export interface MigrateOptions {
 }
 
 /**
+ * Raised by {@linkcode migrate} when the database already holds a table
+ * `users` that this pipeline did not create: the course chapter's
+ * `users (id serial, name text)`, say. Its rows have no UUID to be stored
+ * under, and they are someone's data, so nothing is changed: the message says
+ * what was found and what the operator can do.
+ */
+export class ForeignUsersTableError extends Error {
+  override readonly name = "ForeignUsersTableError";
+  /** The table's columns as found, `name type` each. */
+  readonly columns: readonly string[];
+
+  constructor(columns: readonly string[]) {
+    super(
+      `Cannot migrate as the database holds a table "users" (${columns.join(", ")}) that this ` +
+        "pipeline did not create (the course's, perhaps): its users are stored under UUID ids, " +
+        "and a table it did not create is never changed. Rename that table " +
+        "(ALTER TABLE users RENAME TO course_users) or set PGDATABASE to another database.",
+    );
+    this.columns = columns;
+  }
+}
+
+/** Throws {@linkcode ForeignUsersTableError} when `users` exists and is not this schema's. */
+async function assertUsersTableIsOurs(sql: postgres.Sql): Promise<void> {
+  const columns = await sql<{ column_name: string; data_type: string }[]>`
+    select column_name, data_type from information_schema.columns
+    where table_schema = current_schema() and table_name = 'users'
+    order by ordinal_position`;
+  if (columns.length === 0) return;
+  // Every version of this schema keys users by a uuid id; nothing else has ever created it.
+  if (columns.some((c) => c.column_name === "id" && c.data_type === "uuid")) return;
+  throw new ForeignUsersTableError(columns.map((c) => `${c.column_name} ${c.data_type}`));
+}
+
+/**
  * Applies the pending migrations through `sql`, which must be a client of
  * one connection (`max: 1`) so that the lock and the migration share a
  * session. postgres-shift takes no lock itself, so processes migrating at
@@ -50,6 +85,7 @@ export async function migrate(sql: postgres.Sql, options: MigrateOptions = {}): 
   const { onMigration = () => {} } = options;
   await sql`select pg_advisory_lock(${MIGRATION_LOCK_ID})`;
   try {
+    await assertUsersTableIsOurs(sql);
     await shift({
       sql,
       path: fileURLToPath(new URL("./migrations", import.meta.url)),

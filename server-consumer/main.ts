@@ -252,6 +252,15 @@ try {
         }),
       retryMaxDelayMs: config.RETRY_MAX_DELAY_MS,
       onEvent: (event) => logConsumerEvent(log, event),
+      onForeignTable: (error) => {
+        log.error("schema_conflict", {
+          error,
+          msg: `${error.message} This consumer stays up, not ready, and checks again every ` +
+            `${config.RETRY_MAX_DELAY_MS} ms.`,
+        });
+        readiness.starting('schema: a table "users" this pipeline did not create is in the way');
+      },
+      recheckMs: config.RETRY_MAX_DELAY_MS,
       signal: stopRequested.signal,
     });
   } catch (error) {

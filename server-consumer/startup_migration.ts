@@ -9,12 +9,17 @@
  * is retried with the loop's backoff, and the outage is reported once when it
  * starts and once when it ends, as the loop does. An error PostgreSQL
  * answered with (a bad password, a failing migration) is not retried: waiting
- * cannot cure it, so the process exits and says why. A stop ends the wait at
- * once, even mid-attempt.
+ * cannot cure it, so the process exits and says why. A table `users` this
+ * pipeline did not create (the course's) is the exception: exiting would only
+ * make the orchestrator restart the consumer in a loop, while the cure is an
+ * operator's rename, so the consumer reports it once, stays up (not ready),
+ * and checks again every `recheckMs` until the name is free. A stop ends the
+ * wait at once, even mid-attempt.
  *
  * @module
  */
 
+import { ForeignUsersTableError } from "../schema/migrate.ts";
 import { isUnreachable } from "../schema/postgres_options.ts";
 import { backoffDelay, Outage, type OutageEvent } from "./backoff.ts";
 import { systemClock } from "./clock.ts";
@@ -27,6 +32,10 @@ export interface MigrateOnStartOptions {
   readonly retryMaxDelayMs: number;
   /** Receives the start and the end of an outage. */
   readonly onEvent: (event: OutageEvent) => void;
+  /** Told once when a table `users` this pipeline did not create is in the way. */
+  readonly onForeignTable: (error: ForeignUsersTableError) => void;
+  /** How long to wait before checking again whether that table is still there. */
+  readonly recheckMs: number;
   /** Aborts when the process is told to stop. */
   readonly signal: AbortSignal;
 }
@@ -36,8 +45,9 @@ export interface MigrateOnStartOptions {
  * first; rejects with the error of an attempt PostgreSQL answered with.
  */
 export async function migrateOnStart(options: MigrateOnStartOptions): Promise<boolean> {
-  const { migrate, retryMaxDelayMs, onEvent, signal } = options;
+  const { migrate, retryMaxDelayMs, onEvent, onForeignTable, recheckMs, signal } = options;
   const outage = new Outage("postgres", { onEvent });
+  let blocked = false;
   const stopped = new Promise<false>((resolve) => {
     if (signal.aborted) resolve(false);
     signal.addEventListener("abort", () => resolve(false), { once: true });
@@ -50,6 +60,13 @@ export async function migrateOnStart(options: MigrateOnStartOptions): Promise<bo
       }
       return false;
     } catch (error) {
+      if (error instanceof ForeignUsersTableError) {
+        outage.succeeded(); // PostgreSQL answered
+        if (!blocked) onForeignTable(error);
+        blocked = true;
+        await systemClock.sleep(recheckMs, signal);
+        continue;
+      }
       if (!isUnreachable(error)) throw error;
       outage.failed(error);
       const delay = backoffDelay(outage.failures - 1, { maxMs: retryMaxDelayMs });

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import type { OutageEvent } from "./backoff.ts";
+import { ForeignUsersTableError } from "../schema/migrate.ts";
 import { migrateOnStart } from "./startup_migration.ts";
 
 const refused = () =>
@@ -14,6 +15,8 @@ Deno.test("migrateOnStart() waits out an unreachable PostgreSQL, reporting the o
     migrate: () => ++attempts < 4 ? Promise.reject(refused()) : Promise.resolve(),
     retryMaxDelayMs: 5,
     onEvent: (event) => events.push(event),
+    onForeignTable: () => assert.fail("no foreign table here"),
+    recheckMs: 5,
     signal: new AbortController().signal,
   });
   assert.equal(migrated, true);
@@ -35,6 +38,8 @@ Deno.test("migrateOnStart() fails at once on an error PostgreSQL answered with",
       },
       retryMaxDelayMs: 5,
       onEvent: () => {},
+      onForeignTable: () => assert.fail("no foreign table here"),
+      recheckMs: 5,
       signal: new AbortController().signal,
     }),
     (error) => error === broken,
@@ -48,6 +53,8 @@ Deno.test("migrateOnStart() gives up at once when stopped, mid-attempt or betwee
     migrate: () => new Promise(() => {}),
     retryMaxDelayMs: 5,
     onEvent: () => {},
+    onForeignTable: () => {},
+    recheckMs: 5,
     signal: hanging.signal,
   });
   hanging.abort();
@@ -58,6 +65,8 @@ Deno.test("migrateOnStart() gives up at once when stopped, mid-attempt or betwee
     migrate: () => Promise.reject(refused()),
     retryMaxDelayMs: 60_000,
     onEvent: () => {},
+    onForeignTable: () => {},
+    recheckMs: 5,
     signal: backingOff.signal,
   });
   await new Promise((resolve) => setTimeout(resolve, 20));
@@ -65,4 +74,33 @@ Deno.test("migrateOnStart() gives up at once when stopped, mid-attempt or betwee
   backingOff.abort();
   assert.equal(await retrying, false);
   assert.ok(Date.now() - stoppedAt < 1_000);
+});
+
+Deno.test("migrateOnStart() reports a foreign users table once and checks again until it is gone, or until stopped", async () => {
+  const foreign = new ForeignUsersTableError(["id integer", "name text"]);
+  const told: ForeignUsersTableError[] = [];
+  let attempts = 0;
+  const migrated = await migrateOnStart({
+    migrate: () => ++attempts < 4 ? Promise.reject(foreign) : Promise.resolve(),
+    retryMaxDelayMs: 60_000,
+    onEvent: () => assert.fail("not an outage"),
+    onForeignTable: (error) => told.push(error),
+    recheckMs: 5,
+    signal: new AbortController().signal,
+  });
+  assert.equal(migrated, true, "migrates once the table was renamed");
+  assert.equal(attempts, 4);
+  assert.deepEqual(told, [foreign], "said once, not at every check");
+  assert.match(foreign.message, /"users" \(id integer, name text\).*RENAME TO/);
+
+  const stop = new AbortController();
+  const waiting = migrateOnStart({
+    migrate: () => Promise.reject(foreign),
+    retryMaxDelayMs: 5,
+    onEvent: () => {},
+    onForeignTable: () => stop.abort(),
+    recheckMs: 60_000,
+    signal: stop.signal,
+  });
+  assert.equal(await waiting, false, "a stop ends the wait");
 });

@@ -10,7 +10,7 @@ import { migrate } from "../schema/migrate.ts";
 import { freePort } from "../tools/harness/ports.ts";
 import { TaskProcess } from "../tools/harness/processes.ts";
 import { projectEnv, startPostgres, startRedis } from "../tools/harness/services.ts";
-import { waitForHttp } from "../tools/harness/wait.ts";
+import { delay, waitFor, waitForHttp } from "../tools/harness/wait.ts";
 import { connectPostgres } from "./postgres_client.ts";
 import { serviceEvents } from "./service_events.ts";
 
@@ -111,4 +111,55 @@ Deno.test("a consumer started before PostgreSQL says why it is not ready, then m
     ["consumer_started", undefined],
   ], consumer.output.join("\n"));
   assert.equal((await consumer.stop()).code, 0);
+});
+
+Deno.test("a consumer on a database holding the course's users table says what it found and what to do, stays up unready without changing it, and starts once it is renamed", async () => {
+  await using pg = await startPostgres();
+  await using redis = await startRedis();
+  const sql = connectPostgres(pg.env);
+  const port = freePort();
+  try {
+    // The course chapter's table, with a user in it.
+    await sql`create table users (id serial primary key, name text)`;
+    await sql`insert into users (name) values ('Ada')`;
+    await using consumer = new TaskProcess("consumer", {
+      ...projectEnv(),
+      ...pg.env,
+      REDIS_URL: redis.url,
+      QUEUE_NAME: "migrate-course",
+      PORT: String(port),
+      RETRY_MAX_DELAY_MS: "500",
+    });
+    const url = `http://127.0.0.1:${port}`;
+    await waitForHttp(`${url}/healthz`, { alive: () => consumer.running });
+    await waitFor("the schema conflict in the log", () => {
+      assert.ok(consumer.running, consumer.output.join("\n"));
+      return serviceEvents(consumer.output, "schema_conflict").length > 0;
+    }, { timeoutMs: 20_000 });
+    // Several re-checks later: still up, still unready, said once, the table as it was.
+    await delay(2_000);
+    assert.ok(
+      consumer.running,
+      `it does not exit (a restart loop):\n${consumer.output.join("\n")}`,
+    );
+    const conflicts = serviceEvents(consumer.output, "schema_conflict");
+    assert.equal(conflicts.length, 1, "said once");
+    assert.match(
+      String(conflicts[0]!.msg),
+      /table "users" \(id integer, name text\).*ALTER TABLE users RENAME TO course_users.*PGDATABASE/,
+    );
+    const unready = await fetch(`${url}/readyz`);
+    assert.equal(unready.status, 503);
+    assert.match((await unready.json()).reason, /table "users" this pipeline did not create/);
+    assert.deepEqual([...await sql`select id, name from users`], [{ id: 1, name: "Ada" }]);
+    assert.equal(serviceEvents(consumer.output, "migrating").length, 0);
+
+    await sql`alter table users rename to course_users`;
+    await waitForHttp(`${url}/readyz`, { timeoutMs: 20_000, alive: () => consumer.running });
+    assert.deepEqual(await schemaOf(sql), { applied: [1], users: true });
+    assert.deepEqual([...await sql`select name from course_users`], [{ name: "Ada" }]);
+    assert.equal((await consumer.stop()).code, 0);
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
 });
