@@ -62,6 +62,12 @@ export interface QueueKeys {
    * removed when it unregisters or is recovered).
    */
   readonly stats: string;
+  /**
+   * Prefix of the records of `Idempotency-Key`s (`<prefix><key>`): each holds
+   * the id its key was queued under and its user's fingerprint, for the
+   * retention the API is given (IDEMPOTENCY_TTL_SECONDS).
+   */
+  readonly idempotencyPrefix: string;
 }
 
 /**
@@ -83,6 +89,7 @@ export function queueKeys(name: string, tag?: string): QueueKeys {
     deadIds: `${prefix}:dead:ids`,
     deadCounts: `${prefix}:dead:counts`,
     stats: `${prefix}:stats`,
+    idempotencyPrefix: `${prefix}:idempotency:`,
   };
 }
 

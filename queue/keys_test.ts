@@ -16,6 +16,7 @@ Deno.test("queueShards() keeps today's untagged names for one shard on a standal
     deadIds: "users:dead:ids",
     deadCounts: "users:dead:counts",
     stats: "users:stats",
+    idempotencyPrefix: "users:idempotency:",
   });
 });
 

@@ -158,6 +158,21 @@ export interface QueueDepth {
   readonly processing: number;
 }
 
+/**
+ * An `Idempotency-Key` already queued a different user (another name): the
+ * request is refused and nothing is pushed.
+ */
+export class IdempotencyConflictError extends Error {
+  override readonly name = "IdempotencyConflictError";
+  /** The id the key was first queued under. */
+  readonly id: string;
+
+  constructor(id: string) {
+    super(`Cannot queue this user as its Idempotency-Key already queued another user (${id})`);
+    this.id = id;
+  }
+}
+
 /** Options of {@linkcode RedisQueue}. */
 export interface RedisQueueOptions {
   /**
@@ -240,6 +255,54 @@ export class RedisQueue {
   async enqueue(maxLength: number, ...users: readonly UserEnvelope[]): Promise<void> {
     const pushed = await this.#push("all", maxLength, users, Date.now());
     if (pushed < users.length) throw new QueueFullError(maxLength);
+  }
+
+  /**
+   * Queues `user` once for the client's idempotency `key`, under the key's
+   * record (see `scripts.ts`, ENQUEUE_ONCE): the push and the record in one
+   * step. Resolves with the id the key is queued under, this user's if this
+   * call pushed it, or the one of the earlier request with the same key and
+   * name; rejects with {@linkcode IdempotencyConflictError} when that earlier
+   * request named another user, and otherwise as {@linkcode enqueue} does. The
+   * record lives `ttlSeconds` from the push.
+   */
+  async enqueueOnce(
+    user: UserEnvelope,
+    { key, maxLength, ttlSeconds }: { key: string; maxLength: number; ttlSeconds: number },
+  ): Promise<string> {
+    const since = Date.now();
+    const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
+    const [reply, replicas] = await this.#confirmed((redis) =>
+      redis.queueEnqueueOnce(
+        this.keys.queue,
+        this.keys.queuedIds,
+        this.keys.idempotencyPrefix + key,
+        deadline,
+        maxLength,
+        encodeEnvelope(user),
+        user.id,
+        user.name,
+        ttlSeconds,
+      )
+    );
+    if (reply === -2) {
+      throw new Error(
+        `Cannot enqueue as Redis ran the push too late: not within ${this.#enqueueWithinMs} ms`,
+      );
+    }
+    if (reply === 0) throw new QueueFullError(maxLength);
+    const [status, id] = reply;
+    if (status === 3) throw new IdempotencyConflictError(id);
+    if (replicas < this.#waitReplicas) {
+      throw new WriteUnconfirmedError(
+        "push",
+        this.#waitReplicas,
+        replicas,
+        this.#waitTimeoutMs,
+        status === 1 ? 1 : 0,
+      );
+    }
+    return id;
   }
 
   /**

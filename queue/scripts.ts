@@ -79,6 +79,45 @@ return n
 `;
 
 /**
+ * KEYS: queue, queued ids, the idempotency key's record. ARGV: deadline (ms
+ * since the epoch, 0 for none), max length, payload, its user id, the user's
+ * fingerprint (the trimmed name), the record's time to live in seconds.
+ * ENQUEUE for one user sent with an `Idempotency-Key`: the record holds the
+ * id the key was first queued under and the SHA-1 of that user's name.
+ * Returns -2 when the deadline had passed (nothing done), 0 when the queue is
+ * full and the key is new (nothing done), or {status, id}: 1 pushed under
+ * this call's id (the record written in the same step, so a key is never
+ * recorded without its push or the other way round); 2 the key was queued
+ * before, for the same name, under that id (nothing pushed); 3 the key was
+ * queued before for another name, under that id (nothing pushed).
+ *
+ * Why a seen key rewrites its record (same value, same expiry): a write of
+ * this connection's own is what WAIT counts replicas for, so a 202 for a key
+ * first pushed under a 503 "unconfirmed" waits, like a push, for that push to
+ * be on enough replicas (a replica's stream is in order).
+ */
+const ENQUEUE_ONCE = `#!lua
+local deadline = tonumber(ARGV[1])
+if deadline > 0 then
+  local now = redis.call('TIME')
+  if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > deadline then return -2 end
+end
+local fingerprint = redis.sha1hex(ARGV[5])
+local seen = redis.call('GET', KEYS[3])
+if seen then
+  redis.call('SET', KEYS[3], seen, 'KEEPTTL')
+  local id = string.sub(seen, 1, 36)
+  if string.sub(seen, 38) == fingerprint then return {2, id} end
+  return {3, id}
+end
+if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('LPUSH', KEYS[1], ARGV[3])
+redis.call('SADD', KEYS[2], ARGV[4])
+redis.call('SET', KEYS[3], ARGV[4] .. ' ' .. fingerprint, 'EX', ARGV[6])
+return {1, ARGV[4]}
+`;
+
+/**
  * KEYS: consumers, retry, queue, processing. ARGV: consumer id, max items,
  * held (how many items the consumer knows its processing list holds),
  * holding elsewhere ('1' when it holds a batch in another shard's list).
@@ -494,6 +533,9 @@ export type OverviewReply = [
   string | null,
 ];
 
+/** The raw reply of the keyed enqueue script: see ENQUEUE_ONCE. */
+export type EnqueueOnceReply = -2 | 0 | [1 | 2 | 3, string];
+
 /** The raw reply of the fetch script. */
 export type FetchReply = -1 | [0 | 1, string[] | string] | [0] | [2];
 
@@ -508,6 +550,17 @@ declare module "ioredis" {
       count: number,
       ...payloadsThenIds: string[]
     ): Result<number, Context>;
+    queueEnqueueOnce(
+      queue: string,
+      queuedIds: string,
+      record: string,
+      deadline: number,
+      maxLength: number,
+      payload: string,
+      id: string,
+      name: string,
+      ttlSeconds: number,
+    ): Result<EnqueueOnceReply, Context>;
     queueFetch(
       consumers: string,
       retry: string,
@@ -608,6 +661,7 @@ export const SCRIPTS_WITH_KEY_COUNT: readonly string[] = ["queueRecover", "queue
 /** Registers the queue's scripts as commands on `redis`; idempotent. */
 export function defineQueueScripts(redis: RedisClient): void {
   redis.defineCommand("queueEnqueue", { numberOfKeys: 2, lua: ENQUEUE });
+  redis.defineCommand("queueEnqueueOnce", { numberOfKeys: 3, lua: ENQUEUE_ONCE });
   redis.defineCommand("queueFetch", { numberOfKeys: 4, lua: FETCH });
   redis.defineCommand("queueAck", { numberOfKeys: 10, lua: ACK });
   redis.defineCommand("queueRegister", { numberOfKeys: 2, lua: REGISTER });

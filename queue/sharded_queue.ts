@@ -35,6 +35,9 @@
  * @module
  */
 
+import calculateSlot from "cluster-key-slot";
+import { v7 as uuidv7 } from "uuid";
+import type { UserEnvelope } from "./envelope.ts";
 import { type QueueKeys, shardOf } from "./keys.ts";
 import { type Batch, type DeadLetter, RedisQueue, type RedisQueueOptions } from "./redis_queue.ts";
 import type { RedisClient } from "./scripts.ts";
@@ -59,6 +62,42 @@ export class ShardedQueue {
   /** The shard (its index) a user with this id belongs to. */
   shardIndexOf(id: string): number {
     return shardOf(id, this.shards.length);
+  }
+
+  /** The shard (its index) an `Idempotency-Key`'s record, and so its user, belongs to. */
+  shardIndexOfKey(key: string): number {
+    return this.shards.length === 1 ? 0 : calculateSlot(key) % this.shards.length;
+  }
+
+  /**
+   * A UUIDv7 for a request with idempotency `key`, whose user must be in the
+   * key's shard (the record and the push are one step there): the shard of
+   * an id is its millisecond (`shardOf`), so this id's is moved forward by the
+   * fewest ms (less than the shard count) that land it there.
+   */
+  idForKey(key: string, now: number = Date.now()): string {
+    const shards = this.shards.length;
+    const msecs = now + (this.shardIndexOfKey(key) - (now % shards) + shards) % shards;
+    return uuidv7({ msecs });
+  }
+
+  /**
+   * Queues `user` once for `key` (see {@linkcode RedisQueue.enqueueOnce}) in
+   * the key's shard, under that shard's share of `maxLength`; the user's id
+   * must be one {@linkcode idForKey} minted for the key.
+   */
+  enqueueOnce(
+    user: UserEnvelope,
+    options: { key: string; maxLength: number; ttlSeconds: number },
+  ): Promise<string> {
+    const shard = this.shardIndexOfKey(options.key);
+    if (this.shardIndexOf(user.id) !== shard) {
+      throw new RangeError(`Cannot queue ${user.id} for its key: not an id of the key's shard`);
+    }
+    return this.shards[shard]!.enqueueOnce(user, {
+      ...options,
+      maxLength: Math.ceil(options.maxLength / this.shards.length),
+    });
   }
 
   /** Registers a consumer in every shard and starts its heartbeats. */

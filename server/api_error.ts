@@ -35,6 +35,11 @@ export const ERROR_CODES = {
     status: 400,
     description: "The trimmed name is empty, too long, or holds NUL or a lone surrogate.",
   },
+  invalid_idempotency_key: {
+    status: 400,
+    description: "The Idempotency-Key header is not 1 to 255 visible ASCII characters " +
+      "(or the API runs in API_MODE=direct, which takes none).",
+  },
   invalid_id: { status: 400, description: "The id in the path is not a UUID." },
   invalid_query: {
     status: 400,
@@ -61,6 +66,11 @@ export const ERROR_CODES = {
   unsupported_media_type: {
     status: 415,
     description: "The Content-Type or its charset cannot be read as JSON.",
+  },
+  idempotency_key_reused: {
+    status: 422,
+    description: "The Idempotency-Key already queued a user with another name within its " +
+      "retention; nothing was queued.",
   },
   internal_error: { status: 500, description: "A bug; the replica logged it." },
   queue_full: {

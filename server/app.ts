@@ -24,10 +24,15 @@ import { z } from "zod";
 import { isUuid, nameProblem, type UserEnvelope } from "../queue/envelope.ts";
 import { SharedDeadline } from "../queue/deadline.ts";
 import { aliveResponse, Readiness } from "../queue/readiness.ts";
-import { QueueFullError, WriteUnconfirmedError } from "../queue/redis_queue.ts";
+import {
+  IdempotencyConflictError,
+  QueueFullError,
+  WriteUnconfirmedError,
+} from "../queue/redis_queue.ts";
 import { isUnreachable } from "../schema/postgres_options.ts";
 import type { StoredUser } from "../schema/users_table.ts";
 import { ApiError, errorBody } from "./api_error.ts";
+import { IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, parseIdempotencyKey } from "./idempotency_key.ts";
 import { type AdminOptions, adminRoutes, intParam } from "./admin_routes.ts";
 import { dashboardRoutes } from "./dashboard.ts";
 import { type OpenApiDocument, openApiDocument } from "./openapi.ts";
@@ -38,6 +43,18 @@ import type { ApiMetrics } from "./metrics.ts";
 export interface AppOptions {
   /** Durably queues (or stores) a validated user; rejects if it could not. */
   accept(user: UserEnvelope): Promise<void>;
+  /**
+   * A request with an `Idempotency-Key`: `newId` mints its id (where the key
+   * needs it), `accept` queues the user once per key and resolves with the id
+   * the key is queued under (this user's, or an earlier request's with the
+   * same name); rejects with `IdempotencyConflictError` for another name, and
+   * as {@linkcode accept} otherwise. Absent: such a request is refused (400).
+   * @default none
+   */
+  acceptOnce?: {
+    newId(key: string): string;
+    accept(user: UserEnvelope, key: string): Promise<string>;
+  };
   /**
    * A user's status (`user_status.ts`); undefined for an id we do not know.
    * Rejects with `IndexUnavailableError` when the queue's index cannot be
@@ -94,6 +111,7 @@ const DEFAULT_LIST_LIMIT = 20;
 export function createApp(options: AppOptions): Hono {
   const {
     accept,
+    acceptOnce,
     userStatus,
     listUsers,
     admin,
@@ -134,14 +152,32 @@ export function createApp(options: AppOptions): Hono {
       },
     }),
     async (c) => {
+      const key = parseIdempotencyKey(c.req.header(IDEMPOTENCY_KEY), acceptOnce !== undefined);
       const name = parseUser(decodeBody(await c.req.arrayBuffer()));
-      const id = newId();
+      let id = key === undefined ? newId() : acceptOnce!.newId(key);
+      let replayed = false;
       try {
-        const accepted = accept({ id, name, enqueued_at: Date.now() });
-        await (acceptDeadline === undefined ? accepted : acceptDeadline.race(accepted));
+        const user = { id, name, enqueued_at: Date.now() };
+        if (key === undefined) {
+          const accepted = accept(user);
+          await (acceptDeadline === undefined ? accepted : acceptDeadline.race(accepted));
+        } else {
+          const accepted = acceptOnce!.accept(user, key);
+          const queuedAs =
+            await (acceptDeadline === undefined ? accepted : acceptDeadline.race(accepted));
+          replayed = queuedAs !== id;
+          id = queuedAs;
+        }
       } catch (error) {
         if (error instanceof QueueFullError) {
           throw new ApiError("queue_full", "queue is full, retry later", { cause: error });
+        }
+        if (error instanceof IdempotencyConflictError) {
+          throw new ApiError(
+            "idempotency_key_reused",
+            `${IDEMPOTENCY_KEY} was already used for a user with another name`,
+            { cause: error },
+          );
         }
         onUnavailable(error);
         // Either refusal may follow a push that ran (unconfirmed: it did; unavailable: the reply
@@ -159,7 +195,14 @@ export function createApp(options: AppOptions): Hono {
           id,
         });
       }
-      return c.json({ id }, 202, { Location: `/users/${id}` });
+      // A repeat of a key's request says so (as Stripe's API does), so that nobody counts it twice.
+      return c.json(
+        { id },
+        202,
+        replayed
+          ? { Location: `/users/${id}`, [IDEMPOTENT_REPLAYED]: "true" }
+          : { Location: `/users/${id}` },
+      );
     },
   );
 

@@ -2,7 +2,11 @@ import assert from "node:assert/strict";
 import { isUuid, type UserEnvelope } from "../queue/envelope.ts";
 import { DeadlineError } from "../queue/deadline.ts";
 import { Readiness } from "../queue/readiness.ts";
-import { QueueFullError, WriteUnconfirmedError } from "../queue/redis_queue.ts";
+import {
+  IdempotencyConflictError,
+  QueueFullError,
+  WriteUnconfirmedError,
+} from "../queue/redis_queue.ts";
 import { ERROR_CODES, type ErrorCode } from "./api_error.ts";
 import { createApp } from "./app.ts";
 import { userStatusReader } from "./user_status.ts";
@@ -36,13 +40,13 @@ function post(body: string, headers: Record<string, string> = {}) {
   return { method: "POST", body, headers };
 }
 
-/** An error answer's body: its message matches, and it carries exactly this code. */
 /** A 503 that may follow a push: it names the minted id, in the body and as Location. */
 function assertSettleable(res: Response, body: { id?: unknown }) {
   assert.ok(typeof body.id === "string" && isUuid(body.id), `an id: ${JSON.stringify(body)}`);
   assert.equal(res.headers.get("Location"), `/users/${body.id}`);
 }
 
+/** An error answer's body: its message matches, and it carries exactly this code. */
 function assertError(body: { error?: unknown; code?: unknown }, message: RegExp, code: ErrorCode) {
   assert.equal(typeof body.error, "string", JSON.stringify(body));
   assert.match(body.error as string, message);
@@ -442,4 +446,105 @@ Deno.test("createApp() gives every error answer a known code with that code's st
     assert.ok(Object.hasOwn(ERROR_CODES, body.code), where);
     assert.equal(ERROR_CODES[body.code as ErrorCode].status, res.status, where);
   }
+});
+
+/**
+ * An app whose keyed queue is a map from key to the id and name it queued, as
+ * the push script keeps it; `hold` delays every keyed push until released.
+ */
+function keyedApp() {
+  const records = new Map<string, { id: string; name: string }>();
+  const pushed: UserEnvelope[] = [];
+  let minted = 0;
+  let held: Promise<void> = Promise.resolve();
+  let release = () => {};
+  const app = createApp({
+    accept: () => Promise.reject(new Error("a keyed request must not take the unkeyed path")),
+    acceptOnce: {
+      newId: () => `0190b6e4-9e43-7c2e-a4f4-${String(++minted).padStart(12, "0")}`,
+      async accept(user, key) {
+        await held;
+        const seen = records.get(key);
+        if (seen !== undefined) {
+          if (seen.name !== user.name) throw new IdempotencyConflictError(seen.id);
+          return seen.id;
+        }
+        records.set(key, { id: user.id, name: user.name });
+        pushed.push(user);
+        return user.id;
+      },
+    },
+    ...NO_USERS,
+  });
+  return {
+    app,
+    pushed,
+    hold() {
+      held = new Promise((resolve) => release = resolve);
+    },
+    release: () => release(),
+  };
+}
+
+Deno.test("createApp() answers a repeated Idempotency-Key with the first 202, its id and Location, pushing nothing again", async () => {
+  const { app, pushed } = keyedApp();
+  const first = await app.request("/users", post('{"name":"Ada"}', { "Idempotency-Key": "k-1" }));
+  assert.equal(first.status, 202);
+  const { id } = await first.json();
+  assert.equal(first.headers.get("Location"), `/users/${id}`);
+  assert.equal(first.headers.get("Idempotent-Replayed"), null);
+  // Again, with the name as the API stores it after trimming: the same user.
+  const again = await app.request(
+    "/users",
+    post('{"name":"  Ada "}', { "Idempotency-Key": "k-1" }),
+  );
+  assert.equal(again.status, 202);
+  assert.deepEqual(await again.json(), { id });
+  assert.equal(again.headers.get("Location"), `/users/${id}`);
+  assert.equal(again.headers.get("Idempotent-Replayed"), "true");
+  assert.deepEqual(pushed.map((user) => user.id), [id]);
+  // Another key is another user.
+  const other = await app.request("/users", post('{"name":"Ada"}', { "Idempotency-Key": "k-2" }));
+  assert.notEqual((await other.json()).id, id);
+  assert.equal(pushed.length, 2);
+});
+
+Deno.test("createApp() gives two requests with one key in flight at once one id and one push", async () => {
+  const { app, pushed, hold, release } = keyedApp();
+  hold();
+  const both = [1, 2].map(() =>
+    app.request("/users", post('{"name":"Ada"}', { "Idempotency-Key": "k" }))
+  );
+  release();
+  const answers = await Promise.all(both);
+  assert.deepEqual(answers.map((res) => res.status), [202, 202]);
+  const ids = await Promise.all(answers.map(async (res) => (await res.json()).id));
+  assert.equal(ids[0], ids[1]);
+  assert.equal(pushed.length, 1);
+});
+
+Deno.test("createApp() answers 422 idempotency_key_reused for a key's other name and 400 for a malformed key, queueing nothing", async () => {
+  const { app, pushed } = keyedApp();
+  await app.request("/users", post('{"name":"Ada"}', { "Idempotency-Key": "k" }));
+  const reused = await app.request("/users", post('{"name":"Grace"}', { "Idempotency-Key": "k" }));
+  assert.equal(reused.status, 422);
+  assertError(
+    await reused.json(),
+    /already used for a user with another name/,
+    "idempotency_key_reused",
+  );
+  for (const key of ["", "with space", "x".repeat(256), "naïve"]) {
+    const res = await app.request("/users", post('{"name":"Lin"}', { "Idempotency-Key": key }));
+    assert.equal(res.status, 400, key);
+    assertError(await res.json(), /Idempotency-Key must be/, "invalid_idempotency_key");
+  }
+  assert.equal(pushed.length, 1);
+});
+
+Deno.test("createApp() refuses an Idempotency-Key with 400 where it cannot keep it (no acceptOnce), queueing nothing", async () => {
+  const { app, accepted } = fakeApp();
+  const res = await app.request("/users", post('{"name":"Ada"}', { "Idempotency-Key": "k" }));
+  assert.equal(res.status, 400);
+  assertError(await res.json(), /not taken in API_MODE=direct/, "invalid_idempotency_key");
+  assert.equal(accepted.length, 0);
 });

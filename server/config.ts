@@ -27,6 +27,12 @@ export const serverVars = {
    * measured next to it.
    */
   API_MODE: z.enum(["queue", "direct"]).default("queue"),
+  /**
+   * How long an `Idempotency-Key` is remembered after its user was queued: a
+   * retry within it gets the first answer; after it, the key is new again.
+   * A day (Stripe's retention) outlasts any client's retries.
+   */
+  IDEMPOTENCY_TTL_SECONDS: intVar(1, 30 * 86_400).default(86_400),
   /** Largest request body accepted; a bigger one gets 413 before it is read. */
   BODY_LIMIT_BYTES: intVar(64, 1_048_576).default(16_384),
   /** How long the API waits for Redis before answering 503 (it never hangs). */

@@ -31,9 +31,10 @@
  * answers 202 only once that many replicas confirmed the push
  * (`queue/redis_queue.ts`), one group per shard in flight at a time.
  *
- * Reads env: PORT, API_MODE, BODY_LIMIT_BYTES, REDIS_URL, REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS,
- * REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT_MS, SHUTDOWN_DRAIN_MS, REPLICA_ID, ADMIN_TOKEN,
- * QUEUE_NAME, QUEUE_SHARDS, QUEUE_MAX_LENGTH, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
+ * Reads env: PORT, API_MODE, BODY_LIMIT_BYTES, IDEMPOTENCY_TTL_SECONDS, REDIS_URL,
+ * REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS, REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT_MS,
+ * SHUTDOWN_DRAIN_MS, REPLICA_ID, ADMIN_TOKEN, QUEUE_NAME, QUEUE_SHARDS, QUEUE_MAX_LENGTH, PGHOST,
+ * PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
  *
  * @module
  */
@@ -131,6 +132,19 @@ const app = createApp({
   accept: queueMode
     ? (user) => pushes.enqueue(user)
     : async (user) => void await insertUsers(sql, [user]),
+  // A keyed request is pushed alone (its record is checked and written in the push's step), in
+  // the key's shard.
+  acceptOnce: queueMode
+    ? {
+      newId: (key) => queue.idForKey(key),
+      accept: (user, key) =>
+        queue.enqueueOnce(user, {
+          key,
+          maxLength: config.QUEUE_MAX_LENGTH,
+          ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS,
+        }),
+    }
+    : undefined,
   // The direct mode is the course's baseline, measured as it is: no bound of ours.
   acceptTimeoutMs: queueMode ? config.REDIS_TIMEOUT_MS : Infinity,
   readiness,

@@ -11,6 +11,7 @@
  * @module
  */
 
+import { IDEMPOTENT_REPLAYED } from "./idempotency_key.ts";
 import type { Context, MiddlewareHandler } from "@hono/hono";
 import { matchedRoutes } from "@hono/hono/route";
 import { Counter, Histogram, type Registry } from "prom-client";
@@ -119,8 +120,10 @@ export class ApiMetrics {
     this.#duration.observe(labels, seconds);
     if (method === "POST" && route === "/users") {
       const rejection = rejectionOf(status, c.error);
-      if (status === 202) this.#accepted.inc();
-      else if (rejection !== undefined) this.#rejected.inc({ reason: rejection });
+      // A repeat of an Idempotency-Key's request accepted no one new.
+      if (status === 202) {
+        if (c.res.headers.get(IDEMPOTENT_REPLAYED) === null) this.#accepted.inc();
+      } else if (rejection !== undefined) this.#rejected.inc({ reason: rejection });
     }
   };
 

@@ -128,6 +128,15 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
     operationId: "createUser",
     summary: "Accept a user; it is stored asynchronously",
     request: {
+      headers: z.object({
+        "Idempotency-Key": z.string().regex(/^[\x21-\x7e]{1,255}$/).optional().describe(
+          "Optional: 1 to 255 visible ASCII characters naming this request's effect. The same " +
+            "key again with the same user (name after trimming) within IDEMPOTENCY_TTL_SECONDS " +
+            "of its push gets the same 202 and id, with `Idempotent-Replayed: true`, and " +
+            "queues nothing again; with another name, 422 `idempotency_key_reused`. A client " +
+            "that retries every non-202 with the same key ends with exactly one user.",
+        ),
+      }),
       body: {
         required: true,
         description:
@@ -143,6 +152,11 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
         ...json("Accepted: the user is durably queued", accepted),
         headers: {
           Location: { description: "Where the user's status is read", schema: { type: "string" } },
+          "Idempotent-Replayed": {
+            description: "`true` when this repeats the answer to an earlier request with the " +
+              "same Idempotency-Key (nothing was queued again)",
+            schema: { type: "string" },
+          },
         },
       },
       ...errors([
@@ -152,6 +166,8 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
         "invalid_name",
         "body_too_large",
         "unsupported_media_type",
+        "invalid_idempotency_key",
+        "idempotency_key_reused",
         "queue_full",
         "queue_unavailable",
         "unconfirmed",
