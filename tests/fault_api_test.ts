@@ -12,6 +12,7 @@ import { QUEUE_FULL } from "./answer_check.ts";
 import {
   answers,
   avg,
+  keyedSummary,
   killAll,
   processTree,
   refusals,
@@ -27,6 +28,7 @@ scenario("an API replica SIGKILLed under load: every 202 it gave is stored", asy
   await stage.consumer();
   await stage.consumer();
   const load = stage.load([victim, other], "api-kill", { concurrency: 24 });
+  const keyed = stage.retrying([victim, other], "api-kill-keyed");
   let current = victim;
   let hits = 0;
   let attempts = 0;
@@ -50,6 +52,7 @@ scenario("an API replica SIGKILLed under load: every 202 it gave is stored", asy
       // Out of the rotation, as a load balancer takes out a replica that is
       // down: only the requests the replica holds can be cut.
       load.withdraw(victim.url);
+      keyed.withdraw(victim.url);
       inFlight = load.inFlightNames(victim.url);
       stage.expectEnd(current.process);
       cut = stage.fault("API replica SIGKILLed", ["cut"]);
@@ -63,6 +66,7 @@ scenario("an API replica SIGKILLed under load: every 202 it gave is stored", asy
     await current.process.status;
     current = await stage.server({}, victim.port);
     load.restore(victim.url);
+    keyed.restore(victim.url);
     cut();
     restartMs.push(Date.now() - killedAt);
     heldAtKills += inFlight.length;
@@ -76,6 +80,7 @@ scenario("an API replica SIGKILLed under load: every 202 it gave is stored", asy
   // Only requests the killed replicas held may be cut off.
   const { outcomes, drainMs, report } = await stage.settle(load, {
     maxIndeterminate: heldAtKills,
+    keyed,
   });
   assert.ok(hits >= 3, `inconclusive: only ${hits} of ${attempts} kills cut off a request`);
   await stage.stopAll();
@@ -84,7 +89,7 @@ scenario("an API replica SIGKILLed under load: every 202 it gave is stored", asy
       `off (${attempts} sent; ${heldAtKills} requests in flight at the kills, held there by a ` +
       `0.2 s Redis stall), ` +
       `replica back in ${seconds(avg(restartMs))} avg, ${verdict(report)}, drained in ` +
-      `${seconds(drainMs)}`,
+      `${seconds(drainMs)}; ${keyedSummary(keyed)}`,
   );
 });
 

@@ -20,6 +20,7 @@ import {
   avg,
   type EnvChanges,
   envelopes,
+  keyedSummary,
   killAll,
   processTree,
   rowCount,
@@ -46,8 +47,9 @@ for (const mode of ["batch", "single"] as const) {
         `kills-${mode}`,
         mode === "single" ? { ratePerSecond: 700 } : {},
       );
+      const keyed = stage.retrying([api], `kills-${mode}-keyed`);
       const kills = await killRepeatedly(stage, consumers, env, { hits: 6 });
-      const { drainMs, report } = await stage.settle(load);
+      const { drainMs, report } = await stage.settle(load, { keyed });
       await stage.stopAll();
       stage.summary(
         `consumer SIGKILL (${mode}): ${
@@ -55,7 +57,7 @@ for (const mode of ["batch", "single"] as const) {
         }, ${kills.hits} SIGKILLs with a batch in hand ` +
           `(${kills.attempts} sent, ${kills.heldTotal} items held), each batch recovered in ` +
           `${seconds(kills.recoveryAvgMs)} avg / ${seconds(kills.recoveryMaxMs)} max, ` +
-          `${verdict(report)}, drained in ${seconds(drainMs)}`,
+          `${verdict(report)}, drained in ${seconds(drainMs)}; ${keyedSummary(keyed)}`,
       );
     },
   );

@@ -25,6 +25,7 @@ import {
   drainAndVerify,
   envelopes,
   FAST_ENV,
+  keyedSummary,
   refusals,
   scenario,
   seconds,
@@ -44,6 +45,7 @@ scenario(
     // The load starts before the consumer, so a backlog sits in Redis when it dies whether or not
     // one consumer in single mode turns out slower than the API on this machine.
     const load = stage.load([api], "redis-kill", { ratePerSecond: 2_000 });
+    const keyed = stage.retrying([api], "redis-kill-keyed");
     await delay(2_000);
     const consumer = await stage.consumer({ CONSUMER_MODE: "single" });
     await delay(1_000);
@@ -92,7 +94,7 @@ scenario(
     const apiBackMs = await acceptingAgain(load, restartedAt);
     down();
     await delay(1_000);
-    const { outcomes, drainMs, report } = await stage.settle(load);
+    const { outcomes, drainMs, report } = await stage.settle(load, { keyed });
     const during = outcomes.filter((o) => o.sentAt >= killedAt && o.sentAt < restartedAt);
     assert.ok(backlog > 0, "inconclusive: nothing was queued when Redis died");
     assert.ok(
@@ -107,7 +109,7 @@ scenario(
         `${during.filter((o) => o.status === 503).length} × 503 while down, API accepting ` +
         `${seconds(apiBackMs)} after the restart, the same consumer saw the outage end after ` +
         `${seconds(outage.ms)} and drained the rest in ${seconds(drainMs)}, ${verdict(report)}; ` +
-        `an API and a consumer SIGTERMed while it was down exited 0`,
+        `an API and a consumer SIGTERMed while it was down exited 0; ${keyedSummary(keyed)}`,
     );
   },
 );
@@ -119,6 +121,7 @@ scenario(
     const api = await stage.server();
     const consumers = [await stage.consumer(), await stage.consumer()];
     const load = stage.load([api], "redis-freeze", { ratePerSecond: 1_000 });
+    const keyed = stage.retrying([api], "redis-freeze-keyed");
     await delay(1_500);
     const frozen = stage.fault("Redis frozen", ["unavailable"]);
     redisServer.server.freeze();
@@ -139,7 +142,7 @@ scenario(
     const apiBackMs = await acceptingAgain(load, thawedAt);
     frozen();
     await delay(1_500);
-    const outcomes = await load.stop();
+    const [outcomes] = await Promise.all([load.stop(), keyed.stop()]);
     // A push in flight when SIGSTOP landed may have run just before it, its
     // reply then read only after SIGCONT: the API had answered 503 long
     // before. Such a user may be stored (once); nothing else answered 503 may,
@@ -149,7 +152,7 @@ scenario(
       o.sentAt <= frozenAt && o.sentAt + o.ms >= frozenAt
     ).map((o) => o.name);
     const drainMs = await stage.drain();
-    const report = await stage.verify(outcomes, { mayStore: straddling });
+    const report = await stage.verify(outcomes, { mayStore: straddling, keyed });
     const settled = await stage.assertSettled(api, outcomes);
     assert.equal(
       settled.stored + settled.never,
@@ -180,7 +183,8 @@ scenario(
         `(${report.mayStoreStored} stored), each 503's id settled by GET /users/{id} ` +
         `(${settled.stored} stored, ${settled.never} never queued), /readyz 503 "${readyz.reason}" in ${readyz.ms} ms ` +
         `while frozen, the same 2 consumers drained (fenced and ` +
-        `re-registered ${fenced}×), ${verdict(report)}, drained in ${seconds(drainMs)}`,
+        `re-registered ${fenced}×), ${verdict(report)}, drained in ${seconds(drainMs)}; ` +
+        keyedSummary(keyed),
     );
   },
 );

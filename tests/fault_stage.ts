@@ -34,6 +34,7 @@
  * @module
  */
 
+import { RetryingClient } from "./retrying_client.ts";
 import { PENDING_LISTS_SCRIPT, pendingFromReply } from "./pending_lists.ts";
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
@@ -135,6 +136,12 @@ export interface VerifyOptions extends AnswerCheckOptions {
    * Redis, or answered 503 while their push may still have run.
    */
   mayStore?: readonly string[];
+  /**
+   * A client that retried every non-202 with its key beside the load: each
+   * key that got a 202 must be stored exactly once under that id, and no key
+   * given up (none may be). {@linkcode Stage.settle} stops it with the load.
+   */
+  keyed?: RetryingClient;
 }
 
 /** Options of {@linkcode scenario}. */
@@ -415,6 +422,14 @@ export class Stage implements AsyncDisposable {
     return new LoadGenerator({ urls: apis.map((api) => api.url), prefix, ...options }).start();
   }
 
+  /**
+   * Starts a {@linkcode RetryingClient} on `apis`: `ratePerSecond` new users,
+   * each retried with its Idempotency-Key until it gets its 202.
+   */
+  retrying(apis: readonly Api[], prefix: string, ratePerSecond = 100): RetryingClient {
+    return new RetryingClient({ urls: apis.map((api) => api.url), prefix, ratePerSecond }).start();
+  }
+
   /** The processing list of the consumer `consumer` now runs as (from its events). */
   processingKey(consumer: TaskProcess): string {
     const id = currentConsumerId(consumer.output);
@@ -553,7 +568,20 @@ export class Stage implements AsyncDisposable {
     const { sql, redis } = this.world;
     this.assertRunning();
     const rows = await sql<{ id: string; name: string }[]>`select id::text, name from users`;
-    const report = checkDelivery(outcomes, rows, options);
+    const keyed = options.keyed?.users ?? [];
+    const report = checkDelivery(outcomes, rows, {
+      ...options,
+      injected: [
+        ...options.injected ?? [],
+        ...keyed.flatMap(({ name, id }) => id === undefined ? [] : [{ name, id }]),
+      ],
+    });
+    if (options.keyed !== undefined) {
+      const problems = options.keyed.settled(rows);
+      assert.deepEqual(problems.slice(0, 5), [], `${problems.length} keys not stored exactly once`);
+      const gaveUp = keyed.filter((user) => user.gaveUp).map((user) => user.key);
+      assert.deepEqual(gaveUp.slice(0, 5), [], `${gaveUp.length} keys given up without a 202`);
+    }
     const letters = await this.deadLetters();
     if (!deliveryHeld(report)) {
       const reasons = new Map<string, number>();
@@ -609,7 +637,7 @@ export class Stage implements AsyncDisposable {
     load: LoadGenerator,
     options: VerifyOptions = {},
   ): Promise<{ outcomes: Outcome[]; drainMs: number; report: DeliveryReport }> {
-    const outcomes = await load.stop();
+    const [outcomes] = await Promise.all([load.stop(), options.keyed?.stop()]);
     const drainMs = await this.drain();
     const report = await this.verify(outcomes, options);
     return { outcomes, drainMs, report };
@@ -857,6 +885,13 @@ export function describeExits(
     `${exit.name} (${held[i] ? `${held[i]} in hand` : "idle"}) exit ${exit.code} after ` +
     seconds(exit.ms)
   ).join(", ");
+}
+
+/** What a retrying client's users cost and got, for a scenario's summary. */
+export function keyedSummary(client: RetryingClient): string {
+  const done = client.users.filter((user) => user.id !== undefined).length;
+  return `keyed client: ${done} of ${client.users.length} keys 202 after ${client.tries} tries, ` +
+    `each stored once under its id`;
 }
 
 /** `accepted, refused, indeterminate` as a phrase. */

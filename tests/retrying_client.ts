@@ -1,0 +1,165 @@
+/**
+ * A client that means to create each of its users exactly once, as the README
+ * tells clients to: every `POST /users` carries an `Idempotency-Key` of its
+ * own, and every answer other than 202 (a 503, a cut connection, a timeout)
+ * is retried with the same key, after its `Retry-After`, until a 202 comes.
+ * The fault scenarios run it beside their load and then hold the pipeline to
+ * its end of the bargain: one row per key that got its 202, under that 202's
+ * id ({@linkcode RetryingClient.settled}, checked with the scenario's rows).
+ *
+ * @module
+ */
+
+/** One user the client set out to create. */
+export interface KeyedUser {
+  readonly key: string;
+  readonly name: string;
+  /** The id of the 202 it ended with; absent while it is still trying, or once it gave up. */
+  id?: string;
+  /** Requests sent for it. */
+  tries: number;
+  /** True once it stopped without a 202 (its time ran out). */
+  gaveUp: boolean;
+}
+
+/** Options of {@linkcode RetryingClient}. */
+export interface RetryingClientOptions {
+  /** The APIs' base URLs; each try goes to the next one not withdrawn. */
+  readonly urls: readonly string[];
+  /** Prefix of every name and key. */
+  readonly prefix: string;
+  /** New users per second (each then retried until it got its 202). */
+  readonly ratePerSecond: number;
+  /** How long one user may be tried before the client gives it up. @default 60_000 */
+  readonly giveUpMs?: number;
+  /** A try without an answer after this long is retried (a cut or hung request). @default 5_000 */
+  readonly timeoutMs?: number;
+}
+
+/** Creates users at a rate, each once, retrying until the API says 202. */
+export class RetryingClient {
+  readonly users: KeyedUser[] = [];
+  readonly #options: Required<RetryingClientOptions>;
+  readonly #running: Promise<void>[] = [];
+  readonly #withdrawn = new Set<string>();
+  #stopped = false;
+  #tries = 0;
+  #starter: Promise<void> = Promise.resolve();
+
+  constructor(options: RetryingClientOptions) {
+    this.#options = { giveUpMs: 60_000, timeoutMs: 5_000, ...options };
+  }
+
+  /** Starts creating users; returns at once. */
+  start(): this {
+    this.#starter = this.#start();
+    return this;
+  }
+
+  /** Sends no try to `url` until {@linkcode restore} (a replica that is down). */
+  withdraw(url: string): void {
+    this.#withdrawn.add(url);
+  }
+
+  /** Sends to `url` again. */
+  restore(url: string): void {
+    this.#withdrawn.delete(url);
+  }
+
+  /** Starts no new user, and resolves once every user began got its 202 or was given up. */
+  async stop(): Promise<KeyedUser[]> {
+    this.#stopped = true;
+    await this.#starter;
+    await Promise.all(this.#running);
+    return this.users;
+  }
+
+  /** Every try sent, for every user: how many retries the faults cost. */
+  get tries(): number {
+    return this.#tries;
+  }
+
+  /**
+   * The accounting against the table's `rows` of this client's users: for
+   * every key that got a 202, exactly one row, under that id; no row for a
+   * key given up; never two rows for one name. Lists what broke, empty when
+   * all held.
+   */
+  settled(rows: readonly { id: string; name: string }[]): string[] {
+    const mine = new Map(this.users.map((user) => [user.name, user]));
+    const found = new Map<string, string[]>();
+    for (const row of rows) {
+      if (mine.has(row.name)) found.set(row.name, [...found.get(row.name) ?? [], row.id]);
+    }
+    const problems: string[] = [];
+    for (const user of this.users) {
+      const ids = found.get(user.name) ?? [];
+      if (ids.length > 1) problems.push(`${user.key}: ${ids.length} rows`);
+      else if (user.id !== undefined && ids.length === 0) problems.push(`${user.key}: 202, no row`);
+      else if (user.id !== undefined && ids[0] !== user.id) {
+        problems.push(`${user.key}: 202 for ${user.id}, stored as ${ids[0]}`);
+      } else if (user.id === undefined && ids.length > 0) {
+        problems.push(`${user.key}: given up, stored`);
+      }
+    }
+    return problems;
+  }
+
+  async #start(): Promise<void> {
+    const { prefix, ratePerSecond } = this.#options;
+    const startedAt = Date.now();
+    for (let n = 0; !this.#stopped; n++) {
+      const wait = startedAt + (n * 1_000) / ratePerSecond - Date.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      if (this.#stopped) break;
+      const user: KeyedUser = {
+        key: `${prefix}-key-${n}`,
+        name: `${prefix}-${n}`,
+        tries: 0,
+        gaveUp: false,
+      };
+      this.users.push(user);
+      this.#running.push(this.#create(user));
+    }
+  }
+
+  async #create(user: KeyedUser): Promise<void> {
+    const { giveUpMs, timeoutMs } = this.#options;
+    const deadline = Date.now() + giveUpMs;
+    while (Date.now() < deadline) {
+      const url = this.#pick(this.#tries++);
+      user.tries++;
+      let pause = 100;
+      if (url !== undefined) {
+        try {
+          const response = await fetch(`${url}/users`, {
+            method: "POST",
+            headers: { "Content-Type": "application/json", "Idempotency-Key": user.key },
+            body: JSON.stringify({ name: user.name }),
+            signal: AbortSignal.timeout(timeoutMs),
+          });
+          const body = await response.json().catch(() => undefined);
+          if (response.status === 202) {
+            user.id = body.id;
+            return;
+          }
+          if (response.status >= 400 && response.status < 500) {
+            // The request itself is wrong: retrying cannot help, and it is a bug of this test.
+            throw new Error(`${user.key}: ${response.status} ${JSON.stringify(body)}`);
+          }
+          pause = Number(response.headers.get("Retry-After") ?? "0.1") * 1_000;
+        } catch (error) {
+          if (!(error instanceof TypeError || (error instanceof DOMException))) throw error;
+          // No answer (a refused or cut connection, a timeout): the push may have run; the key says.
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(pause, deadline - Date.now())));
+    }
+    user.gaveUp = true;
+  }
+
+  #pick(n: number): string | undefined {
+    const live = this.#options.urls.filter((url) => !this.#withdrawn.has(url));
+    return live.length === 0 ? undefined : live[n % live.length];
+  }
+}
