@@ -227,6 +227,41 @@ export class ComposeProject {
     });
   }
 
+  /**
+   * Runs `tests/keyed-k6.js` through `docker compose run`: `vus` clients for `seconds`, each
+   * creating users with an Idempotency-Key and retrying every non-202 with it. Resolves with
+   * every user that got its 202 (k6 exits non-zero, and this rejects, if any iteration did not
+   * end with a 202 or its replay answered another id). Names start `keyed <runId> `.
+   */
+  async keyedLoad(
+    runId: string,
+    { vus, seconds }: { vus: number; seconds: number },
+  ): Promise<{ key: string; name: string; id: string; tries: number }[]> {
+    const env = { RUN_ID: runId, VUS: String(vus), DURATION: `${seconds}s`, LOG_KEYS: "1" };
+    const result = ok(
+      "k6 run keyed-k6.js",
+      await this.compose([
+        "run",
+        "--rm",
+        "--no-deps",
+        "--entrypoint=k6",
+        "k6-tests",
+        "run",
+        "--quiet",
+        "--log-format=json",
+        ...Object.entries(env).flatMap(([name, value]) => ["-e", `${name}=${value}`]),
+        "/tests/keyed-k6.js",
+      ]),
+    );
+    const users = [];
+    for (const line of `${result.stdout}\n${result.stderr}`.split("\n")) {
+      if (!line.startsWith("{")) continue;
+      const record = JSON.parse(line) as { source?: string; msg?: string };
+      if (record.source === "console" && record.msg) users.push(JSON.parse(record.msg));
+    }
+    return users;
+  }
+
   /** `docker compose down`, with the volumes unless told to keep them. */
   async down({ volumes = true } = {}): Promise<CommandResult> {
     return ok(

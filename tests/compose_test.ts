@@ -28,6 +28,7 @@ import {
   usersAcceptedBy,
 } from "./compose_project.ts";
 import { storedSum, waitForStored, waitForTargets } from "./prometheus_api.ts";
+import { settleKeyed } from "./retrying_client.ts";
 import { isUuid } from "../queue/envelope.ts";
 import { queueKeys } from "../queue/keys.ts";
 
@@ -247,7 +248,7 @@ Deno.test({
   },
 });
 
-for (const script of ["hello-k6.js", "e2e-k6.js"]) {
+for (const script of ["hello-k6.js", "e2e-k6.js", "keyed-k6.js"]) {
   Deno.test({
     name: `docker compose run --rm --entrypoint=k6 k6-tests run /tests/${script} passes`,
     ...options,
@@ -492,6 +493,8 @@ Deno.test({
     requireUp();
     const loadStarted = Date.now();
     const load = project.acceptedLoad("faults", { rate: 250, seconds: 30 });
+    // Beside it, clients that retry every non-202 with their Idempotency-Key.
+    const keyedLoad = project.keyedLoad("faults", { vus: 4, seconds: 30 });
     await delay(4_000);
     // Consumers crashing changes no answer: the API does not wait for them.
     let crashes = 0;
@@ -526,9 +529,10 @@ Deno.test({
         excuses: ["unavailable", "no_replica"],
       },
     ];
-    const outcomes = await load;
+    const [outcomes, keyed] = await Promise.all([load, keyedLoad]);
     const drainMs = await project.waitDrained();
     const rows = await project.rows("faults");
+    const keyedProblems = settleKeyed(keyed, await project.rows("keyed faults"));
     const answerReport = checkAnswers(outcomes, faults, {
       answerWithinMs: ANSWER_THROUGH_TRAEFIK_MS,
       // At 250 requests a second, a request takes a few ms: a handful are in flight at the kill.
@@ -540,9 +544,22 @@ Deno.test({
       `of the indeterminate and ${report.mayStoreStored} of the 503 queue_unavailable stored; ` +
       `explained ${JSON.stringify(Object.fromEntries(answerReport.explained))}; lost ` +
       `${report.lost.length}, duplicated ${report.duplicated.length}, unexpected rows ` +
-      `${report.unexpectedRows.length}; drained ${drainMs} ms after the load`;
+      `${report.unexpectedRows.length}; drained ${drainMs} ms after the load; keyed clients: ` +
+      `${keyed.length} keys 202 after ${keyed.reduce((n, user) => n + user.tries, 0)} tries, ` +
+      `${keyedProblems.length} not stored exactly once`;
     note(line);
+    if (!deliveryHeld(report)) {
+      // Each doubled user's rows, for the cause: when each id was minted and queued, and stored.
+      const names = report.duplicated.slice(0, 5).map((name) => `'${name}'`).join(", ");
+      const doubled = await project.sql(
+        `select name, id, enqueued_at, stored_at from users where name in (${names}) order by name`,
+      );
+      console.log(`doubled users' rows:\n${doubled.map((row) => row.join(" ")).join("\n")}`);
+      console.log(await serviceLogs(loadStarted));
+    }
     assert.ok(deliveryHeld(report), `${describeProblems(report)}\n${line}`);
+    assert.ok(keyed.length > 0, `inconclusive: no keyed user\n${line}`);
+    assert.deepEqual(keyedProblems.slice(0, 5), [], line);
     if (answerReport.problems.length > 0) console.log(await serviceLogs(loadStarted));
     assert.deepEqual(answerReport.problems, [], line);
     assert.ok(

@@ -86,23 +86,7 @@ export class RetryingClient {
    * all held.
    */
   settled(rows: readonly { id: string; name: string }[]): string[] {
-    const mine = new Map(this.users.map((user) => [user.name, user]));
-    const found = new Map<string, string[]>();
-    for (const row of rows) {
-      if (mine.has(row.name)) found.set(row.name, [...found.get(row.name) ?? [], row.id]);
-    }
-    const problems: string[] = [];
-    for (const user of this.users) {
-      const ids = found.get(user.name) ?? [];
-      if (ids.length > 1) problems.push(`${user.key}: ${ids.length} rows`);
-      else if (user.id !== undefined && ids.length === 0) problems.push(`${user.key}: 202, no row`);
-      else if (user.id !== undefined && ids[0] !== user.id) {
-        problems.push(`${user.key}: 202 for ${user.id}, stored as ${ids[0]}`);
-      } else if (user.id === undefined && ids.length > 0) {
-        problems.push(`${user.key}: given up, stored`);
-      }
-    }
-    return problems;
+    return settleKeyed(this.users, rows);
   }
 
   async #start(): Promise<void> {
@@ -162,4 +146,32 @@ export class RetryingClient {
     const live = this.#options.urls.filter((url) => !this.#withdrawn.has(url));
     return live.length === 0 ? undefined : live[n % live.length];
   }
+}
+
+/**
+ * The accounting of keyed `users` against the table's `rows`: for every key
+ * that got a 202, exactly one row, under that id; no row for a key given up;
+ * never two rows for one name. Lists what broke, empty when all held.
+ */
+export function settleKeyed(
+  users: readonly Pick<KeyedUser, "key" | "name" | "id">[],
+  rows: readonly { id: string; name: string }[],
+): string[] {
+  const mine = new Map(users.map((user) => [user.name, user]));
+  const found = new Map<string, string[]>();
+  for (const row of rows) {
+    if (mine.has(row.name)) found.set(row.name, [...found.get(row.name) ?? [], row.id]);
+  }
+  const problems: string[] = [];
+  for (const user of users) {
+    const ids = found.get(user.name) ?? [];
+    if (ids.length > 1) problems.push(`${user.key}: ${ids.length} rows`);
+    else if (user.id !== undefined && ids.length === 0) problems.push(`${user.key}: 202, no row`);
+    else if (user.id !== undefined && ids[0] !== user.id) {
+      problems.push(`${user.key}: 202 for ${user.id}, stored as ${ids[0]}`);
+    } else if (user.id === undefined && ids.length > 0) {
+      problems.push(`${user.key}: given up, stored`);
+    }
+  }
+  return problems;
 }
