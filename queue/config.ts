@@ -56,14 +56,6 @@ export const queueVars = {
    * (so, in a cluster, on different masters). 1 is the one list `QUEUE_NAME`.
    */
   QUEUE_SHARDS: intVar(1, 1_024).default(1),
-  /**
-   * With N > 0 a push is answered 202, and a consumer inserts what it took,
-   * only once `WAIT N` says N replicas hold the write: a failover then cannot
-   * lose an accepted user. 0: no waiting (replication stays asynchronous).
-   */
-  REDIS_WAIT_REPLICAS: intVar(0, 100).default(0),
-  /** How long one `WAIT` may take; fewer replicas by then means "unconfirmed". */
-  REDIS_WAIT_TIMEOUT_MS: intVar(1, 60_000).default(200),
 };
 
 /** One node of `REDIS_CLUSTER_NODES`. */

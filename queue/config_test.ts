@@ -10,8 +10,6 @@ Deno.test("parseEnv() fills every default for an empty environment", () => {
     QUEUE_MAX_LENGTH: 1_000_000,
     REDIS_CLUSTER_NODES: "",
     QUEUE_SHARDS: 1,
-    REDIS_WAIT_REPLICAS: 0,
-    REDIS_WAIT_TIMEOUT_MS: 200,
   });
   assert.ok(Object.isFrozen(config));
 });

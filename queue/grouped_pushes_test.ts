@@ -200,3 +200,48 @@ Deno.test("GroupedPushes sends the next group anyway once the call in flight too
   replies.forEach((reply) => reply());
   await Promise.all([first, ...behind]);
 });
+
+Deno.test("GroupedPushes overtakes no call while the shard's pushes come back unconfirmed, and again once one is confirmed", async () => {
+  const turns = manualTurns();
+  const calls: string[][] = [];
+  const replies: ((confirmed: boolean) => void)[] = [];
+  const queue = {
+    enqueueFitting(_max: number, users: readonly UserEnvelope[]) {
+      calls.push(users.map((u) => u.name));
+      return new Promise<number>((resolve, reject) =>
+        replies.push((confirmed) =>
+          confirmed
+            ? resolve(users.length)
+            : reject(new WriteUnconfirmedError("push", 1, 0, 200, users.length))
+        )
+      );
+    },
+  };
+  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, maxWaitMs: 20 });
+  const first = pushes.enqueue(user(1)).catch((error) => error);
+  turns.endTurn();
+  replies.shift()!(false);
+  assert.ok(await first instanceof WriteUnconfirmedError);
+
+  // Unconfirmed: the next call stalls for its WAIT, and the group behind it waits for it.
+  const second = pushes.enqueue(user(2)).catch((error) => error);
+  turns.endTurn();
+  const behind = pushes.enqueue(user(3)).catch((error) => error);
+  await new Promise((resolve) => setTimeout(resolve, 60));
+  assert.deepEqual(calls, [["user 1"], ["user 2"]], "no second WAIT sent behind the first");
+  replies.shift()!(true);
+  assert.equal(await second, undefined);
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.deepEqual(calls.at(-1), ["user 3"]);
+
+  // Confirmed again: a stalled call is overtaken after maxWaitMs, as before.
+  const stalled = pushes.enqueue(user(4));
+  replies.shift()!(true);
+  assert.equal(await behind, undefined);
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  const overtaking = pushes.enqueue(user(5));
+  await new Promise((resolve) => setTimeout(resolve, 60));
+  assert.deepEqual(calls.slice(-2), [["user 4"], ["user 5"]]);
+  replies.forEach((reply) => reply(true));
+  await Promise.all([stalled, overtaking]);
+});

@@ -40,9 +40,11 @@
  *   (the user may still be stored: "unconfirmed", never "accepted and lost").
  *   A confirmed push survives the failover of its master as long as one of
  *   the N replicas that hold it is promoted (Redis Cluster promotes the most
- *   up-to-date replica). A fetch is confirmed the same way before the
- *   consumer inserts what it took; unconfirmed, the fetch fails and is
- *   retried, which returns the same items (they wait in the processing list).
+ *   up-to-date replica). Fetches and acknowledgements are never confirmed:
+ *   a failover that undoes one only delivers its items again (the insert is
+ *   idempotent by id, and an acknowledgement trims only the batch whose
+ *   oldest item it names), so waiting for replicas would protect nothing and
+ *   would stop a shard whose promoted master has no replica from draining.
  *
  * One `RedisQueue` is one shard of the queue (`keys.ts`); `sharded_queue.ts`
  * spreads the work over every shard.
@@ -184,8 +186,8 @@ export interface RedisQueueOptions {
    */
   readonly enqueueWithinMs?: number;
   /**
-   * Replicas that must hold each push, and each fetch, before it counts as
-   * done (`WAIT`, REDIS_WAIT_REPLICAS); 0 waits for none. @default 0
+   * Replicas that must hold each push before it counts as done (`WAIT`,
+   * REDIS_WAIT_REPLICAS); 0 waits for none. @default 0
    */
   readonly waitReplicas?: number;
   /** How long each `WAIT` may take (REDIS_WAIT_TIMEOUT_MS). @default 200 */
@@ -392,31 +394,25 @@ export class RedisQueue {
     held = 0,
     holdingElsewhere = false,
   ): Promise<Batch | undefined> {
-    const [reply, replicas] = await this.#confirmed((redis) =>
-      redis.queueFetch(
-        this.keys.consumers,
-        this.keys.retry,
-        this.keys.queue,
-        this.keys.processingPrefix + consumerId,
-        consumerId,
-        max,
-        held,
-        holdingElsewhere ? "1" : "0",
-      )
+    // Never confirmed on replicas (WAIT): a failover that undoes the move only delivers its
+    // items again, which the idempotent insert absorbs (`server-consumer/main.ts`).
+    const reply = await this.#redis.queueFetch(
+      this.keys.consumers,
+      this.keys.retry,
+      this.keys.queue,
+      this.keys.processingPrefix + consumerId,
+      consumerId,
+      max,
+      held,
+      holdingElsewhere ? "1" : "0",
     );
-    return this.#batchOf(reply, replicas);
+    return this.#batchOf(reply);
   }
 
   /** A fetch's reply (see `scripts.ts`, FETCH) as a batch; `undefined` when fenced. */
-  #batchOf(reply: FetchReply, replicas: number): Batch | undefined {
+  #batchOf(reply: FetchReply): Batch | undefined {
     if (reply === -1) return undefined;
     const [source, taken] = reply as [0 | 1 | 2, string[] | string | undefined];
-    // Unconfirmed, the move could be undone by a failover after the insert:
-    // the items would then be delivered again (harmless, but avoidable). The
-    // retried fetch returns the same items, still in the processing list.
-    if (taken !== undefined && replicas < this.#waitReplicas) {
-      throw new WriteUnconfirmedError("fetch", this.#waitReplicas, replicas, this.#waitTimeoutMs);
-    }
     if (source === 1) return { items: [taken as string], fromRetry: true };
     if (source === 2) return { items: [], fromRetry: false, suspectWaiting: true };
     // The script returns the list's order (newest at the left); FIFO wants the oldest first.
@@ -459,10 +455,16 @@ export class RedisQueue {
     max: number,
     held = 0,
   ): Promise<Batch | undefined> {
-    const [reply, replicas] = await this.#confirmed((redis) =>
-      this.#ack(redis, consumerId, batch, deadLetters, storedIds, max, held)
+    const reply = await this.#ack(
+      this.#redis,
+      consumerId,
+      batch,
+      deadLetters,
+      storedIds,
+      max,
+      held,
     );
-    return this.#batchOf(reply === 0 ? -1 : reply as Exclude<typeof reply, 1>, replicas);
+    return this.#batchOf(reply === 0 ? -1 : reply as Exclude<typeof reply, 1>);
   }
 
   #ack(

@@ -28,15 +28,14 @@
  *
  * With REDIS_CLUSTER_NODES both Redis clients are Cluster clients; with
  * QUEUE_SHARDS > 1 it serves every shard in turn (`queue/sharded_queue.ts`),
- * its idle wait watching one shard at a time (`queue/blocking_wait.ts`);
- * with REDIS_WAIT_REPLICAS > 0 it inserts a batch only once that many
- * replicas confirmed the move that took it.
+ * its idle wait watching one shard at a time (`queue/blocking_wait.ts`).
+ * It never waits for replicas (REDIS_WAIT_REPLICAS is the API's): see below.
  *
  * Reads env: PORT, REPLICA_ID, CONSUMER_MODE, BATCH_SIZE, HEARTBEAT_TTL_MS,
  * RECOVERY_INTERVAL_MS, MAX_CRASHES, STATEMENT_TIMEOUT_MS,
  * BLOCK_TIMEOUT_SECONDS, RETRY_MAX_DELAY_MS, SHUTDOWN_TIMEOUT_MS,
  * FAULT_CRASH_AT, FAULT_CRASH_ON_NAME, REDIS_URL, REDIS_CLUSTER_NODES,
- * REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT_MS, QUEUE_NAME, QUEUE_SHARDS,
+ * QUEUE_NAME, QUEUE_SHARDS,
  * QUEUE_MAX_LENGTH, PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
  *
  * @module
@@ -126,10 +125,12 @@ globalThis.addEventListener("unhandledrejection", (event) => {
 // server would otherwise stay open after end() and keep the process alive.
 const pgSockets = new PostgresSockets(config);
 const keys = queueShards(config.QUEUE_NAME, { shards: config.QUEUE_SHARDS, cluster });
-const queue = new ShardedQueue(commands, keys, {
-  waitReplicas: config.REDIS_WAIT_REPLICAS,
-  waitTimeoutMs: config.REDIS_WAIT_TIMEOUT_MS,
-});
+// No WAIT on the consumer's moves. A failover can undo a fetch or an acknowledgement the new
+// master never received, and either undo only delivers those users again: the insert is
+// idempotent by id, and the acknowledgement trims only a batch whose oldest item is still at the
+// end of the processing list. Nothing accepted depends on them, so confirming them would only stop
+// a shard whose promoted master has no replica left from draining the 202s it holds.
+const queue = new ShardedQueue(commands, keys);
 const store = new PostgresStore(
   () =>
     postgres({

@@ -35,6 +35,14 @@ export const serverVars = {
   IDEMPOTENCY_TTL_SECONDS: intVar(1, 30 * 86_400).default(86_400),
   /** Largest request body accepted; a bigger one gets 413 before it is read. */
   BODY_LIMIT_BYTES: intVar(64, 1_048_576).default(16_384),
+  /**
+   * With N > 0 a push is answered 202 only once `WAIT N` says N replicas
+   * hold it: a failover then cannot lose an accepted user. 0: no waiting
+   * (replication stays asynchronous). Consumers never wait (`server-consumer/main.ts`).
+   */
+  REDIS_WAIT_REPLICAS: intVar(0, 100).default(0),
+  /** How long one `WAIT` may take; fewer replicas by then means "unconfirmed". */
+  REDIS_WAIT_TIMEOUT_MS: intVar(1, 60_000).default(200),
   /** How long the API waits for Redis before answering 503 (it never hangs). */
   REDIS_TIMEOUT_MS: intVar(50, 60_000).default(1_000),
   /**
