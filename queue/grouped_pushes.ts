@@ -28,15 +28,8 @@
  * One group is in flight at a time: while a group's call is, the users that
  * arrive wait and then go as the next group, however many turns that took —
  * but at most `maxWaitMs` (5 ms): behind a call that stalls, the next group
- * goes anyway, since its own deadline runs while it waits (a call that
- * stalls for a quarter of a second would otherwise make the group behind it
- * too late). Except while the shard's pushes come back unconfirmed (its
- * master has fewer replicas than asked, after a failover say): then every
- * call is slow by its `WAIT`'s whole timeout, and groups sent behind one
- * another would queue one `WAIT` after the other on the node's connection
- * until they outlast REDIS_TIMEOUT_MS, turning a prompt "unconfirmed" into a
- * timeout's "unavailable". So the next group waits for the call in flight,
- * one `WAIT` at a time, until a call is confirmed again.
+ * goes anyway, since its own deadline runs while it waits (a CI run saw a
+ * group refused as too late behind a call that took ~250 ms).
  * Redis runs one connection's commands in order anyway, so a call sent
  * behind another would only wait in its socket; waiting here instead makes
  * the next group bigger, and each call's fixed price (the client's command
@@ -104,8 +97,6 @@ export class GroupedPushes {
   #inFlight = 0;
   /** Sends the waiting group behind a call that is taking long. */
   #overtake: ReturnType<typeof setTimeout> | undefined;
-  /** The last call settled as unconfirmed: no overtaking until one is confirmed. */
-  #unconfirmed = false;
 
   constructor(queue: FittingQueue, maxLength: number, options: GroupedPushesOptions = {}) {
     this.#queue = queue;
@@ -135,7 +126,6 @@ export class GroupedPushes {
   // (the enqueue script's, from its earliest request) runs while it waits, so
   // waiting out a stalled call would turn one slow call into refusals.
   #armOvertake(): void {
-    if (this.#unconfirmed) return;
     this.#overtake ??= setTimeout(() => {
       this.#overtake = undefined;
       this.#flush(true);
@@ -171,7 +161,6 @@ export class GroupedPushes {
         group[0]!.since,
       );
     } catch (error) {
-      this.#unconfirmed = error instanceof WriteUnconfirmedError;
       // Unconfirmed: those pushed get that error, the rest did not fit.
       const pushed = error instanceof WriteUnconfirmedError ? error.pushed : group.length;
       group.forEach((waiting, i) =>
@@ -179,7 +168,6 @@ export class GroupedPushes {
       );
       return;
     }
-    this.#unconfirmed = false;
     group.forEach((waiting, i) => {
       if (i < pushed) waiting.resolve();
       else waiting.reject(new QueueFullError(this.#maxLength));
