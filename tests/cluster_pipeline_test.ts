@@ -15,6 +15,8 @@ import { delay, waitFor } from "../tools/harness/wait.ts";
 import { clusterScenario, type ClusterStage } from "./cluster_stage.ts";
 import { seconds } from "./fault_stage.ts";
 import { numberField, serviceEvents } from "./service_events.ts";
+import { RetryingClient, settleKeyed } from "./retrying_client.ts";
+import { shardOf } from "../queue/keys.ts";
 
 /** Users per end-to-end scenario: enough for every shard of six to see a few hundred. */
 const USERS = 3_000;
@@ -60,6 +62,54 @@ for (const shards of [1, 6]) {
     },
   );
 }
+
+clusterScenario(
+  "cluster, QUEUE_SHARDS=6: an Idempotency-Key's record sits in its user's shard, and a retried " +
+    "key is queued once",
+  { shards: 6 },
+  async (stage) => {
+    const { redis, sql } = stage.world;
+    const apis = [await stage.server(), await stage.server()];
+    await stage.consumer();
+    await stage.consumer();
+    const client = new RetryingClient({
+      urls: apis.map((api) => api.url),
+      prefix: "cluster-keyed",
+      ratePerSecond: 300,
+    }).start();
+    await delay(3_000);
+    const users = await client.stop();
+    // Every key again, as a client that lost each answer would send it: the same id, a replay.
+    const replays = await Promise.all(users.map(async (user, i) => {
+      const res = await fetch(`${apis[i % 2]!.url}/users`, {
+        method: "POST",
+        headers: { "Idempotency-Key": user.key },
+        body: JSON.stringify({ name: user.name }),
+      });
+      const body = await res.json();
+      return res.status === 202 && body.id === user.id &&
+        res.headers.get("Idempotent-Replayed") === "true";
+    }));
+    assert.equal(replays.filter((ok) => !ok).length, 0, "every replay answers the key's id");
+    const drainMs = await stage.drain();
+    const rows = await sql<{ id: string; name: string }[]>`select id::text, name from users`;
+    assert.deepEqual(settleKeyed(users, rows), [], "each key stored exactly once under its id");
+    // Each record is in the shard of its user's id (one slot: the push and the record are one
+    // script call), and the keys spread over every shard.
+    const shardsUsed = new Set<number>();
+    for (const user of users) {
+      const shard = shardOf(user.id!, stage.shards.length);
+      shardsUsed.add(shard);
+      assert.equal(await redis.exists(stage.shards[shard]!.idempotencyPrefix + user.key), 1);
+    }
+    assert.equal(shardsUsed.size, 6, `keys in every shard: ${[...shardsUsed]}`);
+    await stage.stopAll();
+    console.log(
+      `cluster K=6 keyed: ${users.length} keys, ${client.tries} tries, each stored once and ` +
+        `replayed with its id; records in all 6 shards; drained ${seconds(drainMs)}`,
+    );
+  },
+);
 
 for (const shards of [1, 6]) {
   clusterScenario(
