@@ -287,11 +287,7 @@ export class RedisQueue {
         ttlSeconds,
       )
     );
-    if (reply === -2) {
-      throw new Error(
-        `Cannot enqueue as Redis ran the push too late: not within ${this.#enqueueWithinMs} ms`,
-      );
-    }
+    if (reply === -2) throw this.#tooLate();
     if (reply === 0) throw new QueueFullError(maxLength);
     const [status, id] = reply;
     if (status === 3) throw new IdempotencyConflictError(id);
@@ -321,6 +317,13 @@ export class RedisQueue {
     return this.#push("fit", maxLength, users, since);
   }
 
+  /** A push Redis ran after its deadline, which did nothing (`scripts.ts`, PAST_DEADLINE). */
+  #tooLate(): Error {
+    return new Error(
+      `Cannot enqueue as Redis ran the push too late: not within ${this.#enqueueWithinMs} ms`,
+    );
+  }
+
   async #push(
     mode: "all" | "fit",
     maxLength: number,
@@ -340,11 +343,7 @@ export class RedisQueue {
         ...users.map((user) => user.id),
       )
     );
-    if (pushed === -2) {
-      throw new Error(
-        `Cannot enqueue as Redis ran the push too late: not within ${this.#enqueueWithinMs} ms`,
-      );
-    }
+    if (pushed === -2) throw this.#tooLate();
     if (pushed > 0 && replicas < this.#waitReplicas) {
       throw new WriteUnconfirmedError(
         "push",

@@ -30,6 +30,18 @@ import type { Cluster, Redis, Result } from "ioredis";
 export type RedisClient = Redis | Cluster;
 
 /**
+ * The pushes' first step: Lua that ends the script with -2 when ARGV[1], a
+ * deadline in ms since the epoch (0 for none), has passed by Redis' clock.
+ */
+const PAST_DEADLINE = `
+local deadline = tonumber(ARGV[1])
+if deadline > 0 then
+  local now = redis.call('TIME')
+  if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > deadline then return -2 end
+end
+`;
+
+/**
  * KEYS: queue, queued ids. ARGV: deadline (ms since the epoch, 0 for none),
  * max length, mode ('all' or 'fit'), n, n payloads, then their n user ids.
  * Pushes the payloads in order and adds their ids to the queued set. When not
@@ -56,12 +68,7 @@ export type RedisClient = Redis | Cluster;
  * assumes the API's clock and Redis' agree to well within the margin.
  */
 const ENQUEUE = `#!lua
-local deadline = tonumber(ARGV[1])
-if deadline > 0 then
-  local now = redis.call('TIME')
-  if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > deadline then return -2 end
-end
-local count = tonumber(ARGV[4])
+${PAST_DEADLINE}local count = tonumber(ARGV[4])
 local n = count
 local room = tonumber(ARGV[2]) - redis.call('LLEN', KEYS[1])
 if room < n then
@@ -97,12 +104,7 @@ return n
  * be on enough replicas (a replica's stream is in order).
  */
 const ENQUEUE_ONCE = `#!lua
-local deadline = tonumber(ARGV[1])
-if deadline > 0 then
-  local now = redis.call('TIME')
-  if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > deadline then return -2 end
-end
-local fingerprint = redis.sha1hex(ARGV[5])
+${PAST_DEADLINE}local fingerprint = redis.sha1hex(ARGV[5])
 local seen = redis.call('GET', KEYS[3])
 if seen then
   redis.call('SET', KEYS[3], seen, 'KEEPTTL')
