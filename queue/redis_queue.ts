@@ -85,6 +85,11 @@ function refreshSlots(redis: RedisClient): Promise<void> {
 export class WriteUnconfirmedError extends Error {
   /** For a push: how many of its users were pushed (the others did not fit). */
   readonly pushed: number;
+  /**
+   * For a push with an idempotency key: the id its key is queued under (an
+   * earlier request's, when this one found the key seen). Set by the caller.
+   */
+  queuedAs?: string;
 
   constructor(what: string, wanted: number, confirmed: number, timeoutMs: number, pushed = 0) {
     super(
@@ -292,13 +297,15 @@ export class RedisQueue {
     const [status, id] = reply;
     if (status === 3) throw new IdempotencyConflictError(id);
     if (replicas < this.#waitReplicas) {
-      throw new WriteUnconfirmedError(
+      const error = new WriteUnconfirmedError(
         "push",
         this.#waitReplicas,
         replicas,
         this.#waitTimeoutMs,
         status === 1 ? 1 : 0,
       );
+      error.queuedAs = id;
+      throw error;
     }
     return id;
   }

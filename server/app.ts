@@ -187,7 +187,8 @@ export function createApp(options: AppOptions): Hono {
           throw new ApiError(
             "unconfirmed",
             "queue could not confirm the user on enough replicas, retry later",
-            { cause: error, id },
+            // A key seen before is queued under its first request's id, which settles it.
+            { cause: error, id: error.queuedAs ?? id },
           );
         }
         throw new ApiError("queue_unavailable", "queue is unavailable, retry later", {

@@ -548,3 +548,19 @@ Deno.test("createApp() refuses an Idempotency-Key with 400 where it cannot keep 
   assertError(await res.json(), /not taken in API_MODE=direct/, "invalid_idempotency_key");
   assert.equal(accepted.length, 0);
 });
+
+Deno.test("createApp() names, in an unconfirmed 503 for a key seen before, the id that key is queued under", async () => {
+  const error = new WriteUnconfirmedError("push", 1, 0, 200, 0);
+  error.queuedAs = "0190b6e4-9e43-7c2e-a4f4-3f6c0d2e8b11";
+  const app = createApp({
+    accept: () => Promise.reject(new Error("a keyed request must not take the unkeyed path")),
+    acceptOnce: { newId: () => ID, accept: () => Promise.reject(error) },
+    ...NO_USERS,
+  });
+  const res = await app.request("/users", post('{"name":"Ada"}', { "Idempotency-Key": "k" }));
+  assert.equal(res.status, 503);
+  const body = await res.json();
+  assertError(body, /could not confirm/, "unconfirmed");
+  assert.equal(body.id, error.queuedAs);
+  assert.equal(res.headers.get("Location"), `/users/${error.queuedAs}`);
+});
