@@ -77,6 +77,24 @@ export function isUnreachable(error: unknown): boolean {
 }
 
 /**
+ * Whether an unhandled rejection is postgres.js's own array-type query
+ * failing. On each new connection postgres.js loads the array types with a
+ * query of its own that nothing awaits (`fetch_types`, which the inserts'
+ * `uuid[]`/`text[]` parameters need); when the connection dies meanwhile (a
+ * backend terminated, a client thrown away at its deadline), that query's
+ * rejection is unhandled and would end the process. It only ever concerns a
+ * connection that is already gone: the next statement opens another and
+ * meets the outage itself, so such a rejection can be ignored. Recognised by
+ * the query postgres.js attaches to its errors, or by CONNECTION_DESTROYED,
+ * which only a client ended on purpose raises.
+ */
+export function isArrayTypeFetchFailure(reason: unknown): boolean {
+  const error = reason as { code?: unknown; query?: unknown } | null;
+  return error?.code === "CONNECTION_DESTROYED" ||
+    (typeof error?.query === "string" && /from pg_catalog\.pg_type a\b/.test(error.query));
+}
+
+/**
  * The sockets of postgres.js clients, so that a process can close them for
  * good as it exits. postgres.js ends a connection with a graceful half-close
  * and waits for the server to close its side; a server that does not answer

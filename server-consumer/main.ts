@@ -59,7 +59,11 @@ import type { Batch } from "../queue/redis_queue.ts";
 import { ShardedQueue } from "../queue/sharded_queue.ts";
 import { readQueueStats } from "../queue/queue_stats.ts";
 import { migrate } from "../schema/migrate.ts";
-import { postgresOptions, PostgresSockets } from "../schema/postgres_options.ts";
+import {
+  isArrayTypeFetchFailure,
+  postgresOptions,
+  PostgresSockets,
+} from "../schema/postgres_options.ts";
 import { batchSizeOf, type ConsumerConfig, loadConsumerConfig } from "./config.ts";
 import { Consumer, type Step } from "./consumer.ts";
 import { logConsumerEvent } from "./consumer_log.ts";
@@ -109,16 +113,12 @@ const blocking = connect(consumerBlockingOptions);
 commands.on("error", () => {});
 blocking.on("error", () => {});
 
-// When a connection opens, postgres.js runs a query of its own (it loads the
-// array types) that nothing awaits. If PostgresStore throws that client away
-// at the statement deadline meanwhile (PostgreSQL just thawed from a freeze,
-// say), the query rejects with CONNECTION_DESTROYED and, unhandled, would kill
-// the process: every consumer at once. Only destroyed clients raise that code,
-// and their own statements are already settled, so those rejections are ignored.
+// postgres.js's own array-type query on each new connection is awaited by
+// nothing: when that connection dies meanwhile (a backend terminated, a client
+// thrown away at its deadline), its rejection would end the process, every
+// consumer at once (`isArrayTypeFetchFailure`).
 globalThis.addEventListener("unhandledrejection", (event) => {
-  if ((event.reason as { code?: unknown } | null)?.code === "CONNECTION_DESTROYED") {
-    event.preventDefault();
-  }
+  if (isArrayTypeFetchFailure(event.reason)) event.preventDefault();
 });
 
 // Every PostgreSQL socket of the process, destroyed at exit: one to a frozen

@@ -51,7 +51,11 @@ import { Readiness } from "../queue/readiness.ts";
 import { apiRedisOptions, clusterOptions } from "../queue/redis_options.ts";
 import { readOverview } from "../queue/overview.ts";
 import { ShardedQueue } from "../queue/sharded_queue.ts";
-import { postgresOptions, PostgresSockets } from "../schema/postgres_options.ts";
+import {
+  isArrayTypeFetchFailure,
+  postgresOptions,
+  PostgresSockets,
+} from "../schema/postgres_options.ts";
 import { findUser, insertUsers, listUsers } from "../schema/users_table.ts";
 import { createApp } from "./app.ts";
 import { loadServerConfig, type ServerConfig } from "./config.ts";
@@ -92,6 +96,13 @@ redis.on("error", (error: Error) => {
 redis.on("ready", () => {
   log.info("redis_ready", { msg: redisDown ? "redis is back" : "redis is ready" });
   redisDown = false;
+});
+
+// postgres.js's own array-type query on each new connection is awaited by nothing: when that
+// connection dies meanwhile (a backend terminated), its rejection would end the process
+// (`isArrayTypeFetchFailure`).
+globalThis.addEventListener("unhandledrejection", (event) => {
+  if (isArrayTypeFetchFailure(event.reason)) event.preventDefault();
 });
 
 // Destroyed at exit: a socket to a frozen server stays open after end().
