@@ -38,10 +38,8 @@ export type StoredUser = Readonly<z.infer<typeof storedUser>>;
  * Why a count and not `returning id`: the ids would cost the server a row
  * each to send and the client a row object each to parse, on every batch,
  * while only a batch that met stored ids needs to know which (the writer then
- * asks for their names: `server-consumer/user_writer.ts`). Measured once, on
- * one connection, 100,000 rows in batches of 1,000, three alternating rounds:
- * 1.1–1.5× the rows/s of `returning id`; the consumer's whole drain since,
- * with the overlapped insert: `tools/bench/drain_versus.ts`.
+ * asks for their names: `server-consumer/user_writer.ts`). The bench's drain
+ * phase measures the whole insert path against a reference of its own.
  */
 export async function insertUsers(
   sql: postgres.Sql,

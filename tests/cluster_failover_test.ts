@@ -1,5 +1,5 @@
 /**
- * A Redis Cluster master SIGKILLed under load until its replica is promoted (issue #11), the API
+ * A Redis Cluster master SIGKILLed under load until its replica is promoted, the API
  * and the consumers in cluster mode throughout. On loopback a replica is at most microseconds
  * behind its master, so a plain kill would lose nothing with or without WAIT and prove nothing;
  * the master's replica is made to fall behind first (frozen, its link cut:

@@ -1,5 +1,5 @@
 /**
- * The pipeline on a real Redis Cluster (issue #11), end to end: users posted through the API in
+ * The pipeline on a real Redis Cluster, end to end: users posted through the API in
  * cluster mode (REDIS_CLUSTER_NODES) with one shard and with six, each stored exactly once under
  * the id its 202 gave; with six, the shards sit on all three masters and every one of them carries
  * and drains its part. Then a consumer SIGKILLed with a batch in hand: its items are recovered by

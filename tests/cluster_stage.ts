@@ -1,5 +1,5 @@
 /**
- * The stage of the Redis Cluster tests (issue #11): the API and the consumers as real processes
+ * The stage of the Redis Cluster tests: the API and the consumers as real processes
  * (`deno task server`, `deno task consumer`) in cluster mode (REDIS_CLUSTER_NODES) against a real
  * cluster of 3 masters and 3 replicas on loopback (`tools/harness/redis_cluster.ts`) and a real
  * PostgreSQL, a load that remembers every request (`fault_load.ts`), and the checks of the fault
@@ -86,9 +86,8 @@ export function clusterScenario(
     sanitizeResources: false,
   }, () =>
     // Each scenario drives 500–1,500 requests a second through six Redis servers and four
-    // services: it takes its turn with the Docker tests and the fault suite (load_turn.ts). The
-    // Swarm scale runs while this group is at these scenarios, and a CI run saw 11 of its pushes
-    // outlive REDIS_TIMEOUT_MS and be stored though answered 503.
+    // services: it takes its turn with the Docker tests and the fault suite (load_turn.ts), or
+    // the Swarm tests' pushes, starved beside it, outlive REDIS_TIMEOUT_MS.
     withLoadTurn(name, async () => {
       const world = await sharedWorld();
       await using stage = await ClusterStage.open(world, options.shards ?? 1);

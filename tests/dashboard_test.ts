@@ -25,8 +25,8 @@ import { acceptedK6Args, parseAcceptedLines } from "./compose_project.ts";
 import { holdLoadTurnForFile } from "../tools/harness/load_turn.ts";
 
 // Chromium, k6 at 300 requests a second and the native stack load the machine: the file takes its
-// turn with the Docker tests and the fault suite (load_turn.ts): a CI run saw a swarm rolling
-// update beside it (and the dead-letter test) have 98 pushes outlive REDIS_TIMEOUT_MS.
+// turn with the Docker tests and the fault suite (load_turn.ts), whose pushes would otherwise
+// outlive REDIS_TIMEOUT_MS on a starved machine.
 holdLoadTurnForFile("tests/dashboard_test.ts");
 
 const CHROMIUM = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";

@@ -804,7 +804,7 @@ export async function twoHoldingOneIdle(stage: Stage, prefix: string) {
  * instead of on a frozen server, so the test sees both inserts arrive (in `pg_stat_activity`)
  * before it goes on: a consumer whose items are in its processing list may not have read the
  * fetch's reply yet, and a stop then gives that fetch up instead of finishing a batch in hand
- * (seen once in CI, with the third consumer started 0.6 s before its SIGTERM). `unlock` lets the
+ * (on a busy machine, a consumer started shortly before its SIGTERM). `unlock` lets the
  * inserts commit.
  */
 export async function twoInsertingOneIdle(stage: Stage, prefix: string) {

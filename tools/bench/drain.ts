@@ -100,8 +100,8 @@ export interface DrainResult {
   readonly referenceRowsPerSecond: number;
   readonly single: DrainRun;
   /**
-   * The course's consumer on the same backlog as single mode, right after it
-   * (issue #10). Absent in results written before it was measured.
+   * The course's consumer on the same backlog as single mode, right after it.
+   * Absent in results written before it was measured.
    */
   readonly course?: DrainRun;
   readonly batch: readonly DrainRun[];

@@ -4,7 +4,7 @@
  * other (the order alternating by round), and `insertUsers` from memory
  * before each pair, all on one Redis and one PostgreSQL. It prints each
  * drain, then the median of the per-round ratios: what a change to the
- * consumer bought, measured side by side on a noisy machine (issue #10).
+ * consumer bought, measured side by side on a noisy machine.
  *
  *   deno run --cached-only -A tools/bench/drain_versus.ts REF [--rounds N]
  *     [--users N] [--batch N] [--replicas N] [--single]

@@ -10,7 +10,7 @@
  * enqueue → stored latency computed in SQL from each row's
  * `stored_at - enqueued_at`.
  *
- * The rates are fixed fractions of the ceiling (the issue: measured up to
+ * The rates are fixed fractions of the ceiling (measured up to
  * the rate Traefik sustains, the latency bound at half of it), so a rate the
  * stack cannot sustain is measured too: its excess waits in the queue (or is
  * answered 503 once the queue is full), and every 202 must still be stored.
