@@ -7,7 +7,7 @@
  * @module
  */
 
-import { findPostgresBinDir } from "../stack/postgres_server.ts";
+import { findPostgresBinDir } from "../harness/postgres_server.ts";
 import { useStackTools } from "../harness/repo.ts";
 
 /** A program, the phases that need it, and how to install it. */

@@ -16,7 +16,7 @@ import { freePort } from "../harness/ports.ts";
 import { REPO_DIR } from "../harness/repo.ts";
 import { ServiceProcess } from "../harness/service_process.ts";
 import { waitForHttp } from "../harness/wait.ts";
-import { nativeStaticConfig, routesConfig } from "../stack/traefik_config.ts";
+import { nativeStaticConfig, routesConfig } from "../harness/traefik_config.ts";
 import { onInterrupt } from "./interrupt.ts";
 
 /** A running Traefik; `stop()` ends it and removes its config dir. */

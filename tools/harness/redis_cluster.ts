@@ -17,7 +17,7 @@
  * @module
  */
 
-import { RedisServer } from "../stack/redis_server.ts";
+import { RedisServer } from "./redis_server.ts";
 import { OutputBuffer } from "./line_output.ts";
 import { freePorts } from "./ports.ts";
 import { REPO_DIR, useStackTools } from "./repo.ts";

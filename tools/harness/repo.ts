@@ -6,7 +6,7 @@
  */
 
 import { fileURLToPath } from "node:url";
-import { parseEnvFile } from "../stack/env_file.ts";
+import { parseEnvFile } from "./env_file.ts";
 
 /** The repo root, without a trailing slash. */
 export const REPO_DIR: string = fileURLToPath(new URL("../..", import.meta.url)).replace(/\/$/, "");

@@ -13,9 +13,9 @@
  * @module
  */
 
-import { type PostgresEnv, PostgresServer } from "../stack/postgres_server.ts";
-import { RedisServer } from "../stack/redis_server.ts";
-import { NativeStack } from "../stack/supervisor.ts";
+import { type PostgresEnv, PostgresServer } from "./postgres_server.ts";
+import { RedisServer } from "./redis_server.ts";
+import { NativeStack } from "./supervisor.ts";
 import { OutputBuffer } from "./line_output.ts";
 import { freePort, freePorts } from "./ports.ts";
 import { TaskProcess } from "./processes.ts";

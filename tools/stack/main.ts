@@ -16,8 +16,8 @@
 
 import { projectEnv, REPO_DIR } from "../harness/repo.ts";
 import { parseStackConfig } from "./stack_config.ts";
-import { replicaPorts } from "./supervisor.ts";
-import { NativeStack, type StackState, STATE_FILE } from "./supervisor.ts";
+import { replicaPorts } from "../harness/supervisor.ts";
+import { NativeStack, type StackState, STATE_FILE } from "../harness/supervisor.ts";
 
 /** Whether a stack.json in `stateDir` belongs to a supervisor that still runs. */
 async function runningSupervisor(stateDir: string): Promise<number | undefined> {

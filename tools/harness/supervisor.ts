@@ -18,10 +18,10 @@
  */
 
 import { parse, stringify } from "yaml";
-import { consoleSink, type LineSink } from "../harness/line_output.ts";
-import { freePorts, isPortFree } from "../harness/ports.ts";
-import { ServiceProcess, signalGroup } from "../harness/service_process.ts";
-import { waitForHttp } from "../harness/wait.ts";
+import { consoleSink, type LineSink } from "./line_output.ts";
+import { freePorts, isPortFree } from "./ports.ts";
+import { ServiceProcess, signalGroup } from "./service_process.ts";
+import { waitForHttp } from "./wait.ts";
 import { PostgresServer, serverUser, userCanSearch } from "./postgres_server.ts";
 import { nativePrometheusConfig, targetGroups, targetsFile } from "./prometheus_config.ts";
 import { RedisServer } from "./redis_server.ts";

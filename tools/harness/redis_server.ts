@@ -7,8 +7,8 @@
  * @module
  */
 
-import { ServiceProcess, type SupervisedOptions } from "../harness/service_process.ts";
-import { waitFor } from "../harness/wait.ts";
+import { ServiceProcess, type SupervisedOptions } from "./service_process.ts";
+import { waitFor } from "./wait.ts";
 
 /** Options of {@linkcode RedisServer.start}. */
 export interface RedisServerOptions extends SupervisedOptions {

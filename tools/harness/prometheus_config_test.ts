@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { parse } from "yaml";
-import { REPO_DIR } from "../harness/repo.ts";
+import { REPO_DIR } from "./repo.ts";
 import { nativePrometheusConfig, targetGroups, targetsFile } from "./prometheus_config.ts";
 
 Deno.test("nativePrometheusConfig() swaps each job's DNS discovery for a targets file", () => {

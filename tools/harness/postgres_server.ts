@@ -9,12 +9,8 @@
  * @module
  */
 
-import {
-  ServiceProcess,
-  signalProcess,
-  type SupervisedOptions,
-} from "../harness/service_process.ts";
-import { waitFor } from "../harness/wait.ts";
+import { ServiceProcess, signalProcess, type SupervisedOptions } from "./service_process.ts";
+import { waitFor } from "./wait.ts";
 
 /** The libpq variables that reach this server, as the API and the consumer read them. */
 export interface PostgresEnv {
