@@ -66,8 +66,7 @@ export class EventLog {
   constructor(service: string, options: EventLogOptions = {}) {
     this.service = service;
     this.replica = options.replica;
-    this.#write = options.write ??
-      ((line, level) => level === "error" ? console.error(line) : console.log(line));
+    this.#write = options.write ?? writeToConsole;
     this.#now = options.now ?? (() => new Date());
   }
 
@@ -115,4 +114,12 @@ export function errorText(error: unknown): string {
   if (error.message !== "") return error.message;
   const code = (error as { code?: unknown }).code;
   return typeof code === "string" ? code : error.name;
+}
+
+/** The one place the product writes to the console: every process logs through an EventLog. */
+function writeToConsole(line: string, level: LogLevel): void {
+  // deno-lint-ignore no-console
+  if (level === "error") console.error(line);
+  // deno-lint-ignore no-console
+  else console.log(line);
 }

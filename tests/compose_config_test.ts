@@ -241,7 +241,7 @@ Deno.test(
     const traefik = await service("traefik");
     const mount = traefik.volumes?.find((volume) => volume.target === "/etc/traefik");
     assert.ok(mount?.source, "traefik mounts nothing at /etc/traefik");
-    assert.equal(Deno.realPathSync(mount.source), Deno.realPathSync(join(ROOT, "traefik")));
+    assert.equal(await Deno.realPath(mount.source), await Deno.realPath(join(ROOT, "traefik")));
     assert.equal(mount.read_only, true);
     assert.ok(traefik.command?.includes("--configFile=/etc/traefik/traefik.yml"));
 
@@ -255,7 +255,7 @@ Deno.test(
     const inContainer = directory.startsWith("/") ? directory : join("/etc/traefik", directory);
     assert.ok(inContainer.startsWith("/etc/traefik/"), `${inContainer} is outside the mount`);
     const onHost = join(ROOT, "traefik", inContainer.slice("/etc/traefik/".length));
-    assert.ok(Deno.statSync(onHost).isDirectory, `${onHost} is not a directory`);
+    assert.ok((await Deno.stat(onHost)).isDirectory, `${onHost} is not a directory`);
 
     assert.equal(staticConfig.entryPoints.web.address, ":8000");
     assert.equal(staticConfig.providers.docker.exposedByDefault, false);
@@ -294,7 +294,7 @@ Deno.test("k6-tests mounts ./tests at /tests, targets traefik and stays idle", a
   const k6 = await service("k6-tests");
   const mount = k6.volumes?.find((volume) => volume.target === "/tests");
   assert.ok(mount?.source, "k6-tests mounts nothing at /tests");
-  assert.equal(Deno.realPathSync(mount.source), Deno.realPathSync(join(ROOT, "tests")));
+  assert.equal(await Deno.realPath(mount.source), await Deno.realPath(join(ROOT, "tests")));
   assert.equal(k6.environment?.BASE_URL, "http://traefik:8000");
   assert.notEqual(k6.entrypoint?.[0], "k6", "k6-tests must not run k6 on `docker compose up`");
   assert.ok(k6.depends_on?.traefik, "k6-tests must depend on traefik");
@@ -421,8 +421,8 @@ Deno.test("redis runs redis/redis.conf from the path its command names", async (
   const mount = redis.volumes?.find((volume) => volume.target === confPath);
   assert.ok(mount?.source, `nothing is mounted at ${confPath}`);
   assert.equal(
-    Deno.realPathSync(mount.source),
-    Deno.realPathSync(join(ROOT, "redis", "redis.conf")),
+    await Deno.realPath(mount.source),
+    await Deno.realPath(join(ROOT, "redis", "redis.conf")),
   );
 });
 
@@ -432,7 +432,7 @@ Deno.test(
     const prometheus = await service("prometheus");
     const mount = prometheus.volumes?.find((volume) => volume.target === "/etc/prometheus");
     assert.ok(mount?.source, "prometheus mounts nothing at /etc/prometheus");
-    assert.equal(Deno.realPathSync(mount.source), Deno.realPathSync(join(ROOT, "prometheus")));
+    assert.equal(await Deno.realPath(mount.source), await Deno.realPath(join(ROOT, "prometheus")));
     assert.equal(mount.read_only, true);
     assert.ok(
       prometheus.ports?.some((port) => port.target === 9090 && port.published === "9090"),

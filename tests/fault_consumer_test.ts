@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import { encodeEnvelope, isUuid, type UserEnvelope } from "../queue/envelope.ts";
 import { createCourseApp } from "../tools/bench/course_producer.ts";
-import { TaskProcess } from "../tools/harness/processes.ts";
+import type { TaskProcess } from "../tools/harness/processes.ts";
 import { delay, waitFor } from "../tools/harness/wait.ts";
 import { checkDelivery, type DeliveryReport } from "./delivery_check.ts";
 import {

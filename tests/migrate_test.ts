@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import type postgres from "postgres";
 import { migrate } from "../schema/migrate.ts";
 import { freePort } from "../tools/harness/ports.ts";
 import { TaskProcess } from "../tools/harness/processes.ts";

@@ -196,7 +196,7 @@ async function killCgroup(name: string): Promise<number> {
   if (cgroupV2()) {
     const path = `${CGROUP_ROOT}/${name}`;
     const count = pidsUnder(path).length;
-    if (count > 0) Deno.writeTextFileSync(`${path}/cgroup.kill`, "1");
+    if (count > 0) await Deno.writeTextFile(`${path}/cgroup.kill`, "1");
     await waitFor(`the processes of ${name} to die`, () => pidsUnder(path).length === 0, {
       timeoutMs: 10_000,
     });
@@ -209,7 +209,7 @@ async function killCgroup(name: string): Promise<number> {
   if (count === 0) return 0;
   // A task frozen by the v1 freezer acts on SIGKILL only once thawed: kill all, then thaw.
   const frozen = dirNames(freezer).length > 0; // a cgroup directory is never empty
-  if (frozen) Deno.writeTextFileSync(`${freezer}/freezer.state`, "FROZEN");
+  if (frozen) await Deno.writeTextFile(`${freezer}/freezer.state`, "FROZEN");
   const killAll = () => {
     const pids = all();
     for (const pid of pids) {
@@ -224,7 +224,7 @@ async function killCgroup(name: string): Promise<number> {
   try {
     killAll();
   } finally {
-    if (frozen) Deno.writeTextFileSync(`${freezer}/freezer.state`, "THAWED");
+    if (frozen) await Deno.writeTextFile(`${freezer}/freezer.state`, "THAWED");
   }
   await waitFor(`the processes of ${name} to die`, killAll, { timeoutMs: 10_000, intervalMs: 100 });
   return count;
