@@ -25,7 +25,6 @@
  * @module
  */
 
-import type { Result } from "ioredis";
 import { resolveIncludes } from "./lua_include.ts";
 import { defineScript, defineScripts, type RedisClient, reply } from "./lua_script.ts";
 import ackLua from "./lua/ack.lua" with { type: "text" };
@@ -201,118 +200,6 @@ export const OVERVIEW = defineScript({
   restArgs: true,
   reply: reply<OverviewReply>(),
 });
-
-// The call sites still call the scripts as commands by position.
-declare module "ioredis" {
-  interface RedisCommander<Context> {
-    queueEnqueue(
-      queue: string,
-      queuedIds: string,
-      deadline: number,
-      maxLength: number,
-      mode: "all" | "fit",
-      count: number,
-      ...payloadsThenIds: string[]
-    ): Result<number, Context>;
-    queueEnqueueOnce(
-      queue: string,
-      queuedIds: string,
-      record: string,
-      deadline: number,
-      maxLength: number,
-      payload: string,
-      id: string,
-      name: string,
-      ttlSeconds: number,
-    ): Result<EnqueueOnceReply, Context>;
-    queueFetch(
-      consumers: string,
-      retry: string,
-      queue: string,
-      processing: string,
-      consumerId: string,
-      max: number,
-      held: number,
-      holdingElsewhere: "0" | "1",
-    ): Result<FetchReply, Context>;
-    queueAck(
-      consumers: string,
-      processing: string,
-      deliveries: string,
-      dead: string,
-      queuedIds: string,
-      deadIds: string,
-      deadCounts: string,
-      stats: string,
-      retry: string,
-      queue: string,
-      consumerId: string,
-      count: number,
-      fromRetry: "0" | "1",
-      oldestItem: string,
-      next: number,
-      heldAfter: number,
-      storedCount: number,
-      ...storedIdsThenDeadTriples: string[]
-    ): Result<0 | 1 | Exclude<FetchReply, -1>, Context>;
-    queueRegister(
-      consumers: string,
-      heartbeat: string,
-      consumerId: string,
-      ttlMs: number,
-    ): Result<number, Context>;
-    queueHeartbeat(
-      consumers: string,
-      heartbeat: string,
-      consumerId: string,
-      ttlMs: number,
-    ): Result<number, Context>;
-    queueRecover(
-      numberOfKeys: number,
-      consumers: string,
-      retry: string,
-      dead: string,
-      deliveries: string,
-      queuedIds: string,
-      deadIds: string,
-      deadCounts: string,
-      stats: string,
-      ...processingAndHeartbeatKeysThenMaxCrashesNowAndIds: (string | number)[]
-    ): Result<[number, number, number], Context>;
-    queueHandBack(
-      consumers: string,
-      heartbeat: string,
-      processing: string,
-      queue: string,
-      deliveries: string,
-      stats: string,
-      consumerId: string,
-    ): Result<number, Context>;
-    queueDeadLettersTake(
-      dead: string,
-      queue: string,
-      queuedIds: string,
-      deadIds: string,
-      deadCounts: string,
-      deliveries: string,
-      action: "requeue" | "purge",
-      cursor: number,
-      window: number,
-      kind: string,
-      ...ids: string[]
-    ): Result<[number, number, 0 | 1], Context>;
-    queueOverview(
-      numberOfKeys: number,
-      queue: string,
-      retry: string,
-      dead: string,
-      consumers: string,
-      deadCounts: string,
-      stats: string,
-      ...processingAndHeartbeatKeysThenIds: string[]
-    ): Result<OverviewReply, Context>;
-  }
-}
 
 /** Every script of the queue. */
 export const QUEUE_SCRIPTS = [
