@@ -12,7 +12,7 @@
  *
  * `BLMOVE q q RIGHT RIGHT` pops the last item and pushes it straight back to
  * the same end: a wait that takes nothing, so every actual move still goes
- * through the fetch script and its fencing check (`scripts.ts`).
+ * through the fetch script and its fencing check (`lua/fetch.lua`).
  *
  * Several shards: one blocking call watches one list (in a Redis Cluster all
  * the keys of a command must share a slot, and shards are in different

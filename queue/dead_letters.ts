@@ -5,7 +5,7 @@
  * routes (`server/admin_routes.ts`) and by `./stack dlq` (`tools/stack/dlq.ts`).
  *
  * Requeuing and purging run as a loop of chunks, each one atomic script step
- * (`DEAD_LETTERS_TAKE` in `scripts.ts`): an interruption between two chunks
+ * (`lua/dead_letters_take.lua`): an interruption between two chunks
  * leaves every letter either still dead or requeued (or purged), never both
  * and never neither, so running the same command again finishes the job.
  *
@@ -19,7 +19,8 @@
 
 import { type QueueKeys, type ShardKeys, shardList, shardOf } from "./keys.ts";
 import type { DeadLetter } from "./redis_queue.ts";
-import { defineQueueScripts, type RedisClient } from "./scripts.ts";
+import { runScript } from "./lua_script.ts";
+import { DEAD_LETTERS_TAKE, type RedisClient } from "./scripts.ts";
 
 /** Which dead letters a requeue or purge takes; every one when both are absent. */
 export interface DeadLetterFilter {
@@ -63,7 +64,6 @@ export class DeadLetters {
   readonly #shards: readonly QueueKeys[];
 
   constructor(redis: RedisClient, keys: ShardKeys) {
-    defineQueueScripts(redis);
     this.#redis = redis;
     this.#shards = shardList(keys);
   }
@@ -151,19 +151,18 @@ export class DeadLetters {
       let cursor = 0;
       for (;;) {
         signal?.throwIfAborted();
-        const [n, next, done] = await this.#redis.queueDeadLettersTake(
-          keys.dead,
-          keys.queue,
-          keys.queuedIds,
-          keys.deadIds,
-          keys.deadCounts,
-          keys.deliveries,
-          action,
-          cursor,
-          chunk,
-          filter.reason ?? "",
-          ...shardIds,
-        );
+        const [n, next, done] = await runScript(this.#redis, DEAD_LETTERS_TAKE, {
+          keys: {
+            dead: keys.dead,
+            queue: keys.queue,
+            queuedIds: keys.queuedIds,
+            deadIds: keys.deadIds,
+            deadCounts: keys.deadCounts,
+            deliveries: keys.deliveries,
+          },
+          args: { action, cursor, window: chunk, kind: filter.reason ?? "" },
+          restArgs: shardIds,
+        });
         taken += n;
         cursor = next;
         steps++;

@@ -2,8 +2,8 @@
  * The queue at a glance, for `GET /admin/overview` and the tools built on it:
  * how many users wait where, how old the oldest is, which consumers are alive
  * and what they stored, and the dead letters by kind. Per shard, the members
- * of the consumers set and then one read-only script (`OVERVIEW` in
- * `scripts.ts`): two round trips, a consistent snapshot of the shard, and
+ * of the consumers set and then one read-only script (`lua/overview.lua`):
+ * two round trips, a consistent snapshot of the shard, and
  * cheap whatever the backlog: it reads lengths, counters and one item, never
  * the backlog itself. Over several shards (read side by side) the numbers
  * add up, the oldest age is the oldest of any shard, and each consumer (one
@@ -14,7 +14,8 @@
 
 import { enqueuedAtOf } from "./envelope.ts";
 import { type QueueKeys, type ShardKeys, shardList } from "./keys.ts";
-import { defineQueueScripts, type OverviewReply, type RedisClient } from "./scripts.ts";
+import { runScript } from "./lua_script.ts";
+import { OVERVIEW, type OverviewReply, type RedisClient } from "./scripts.ts";
 
 /** One registered consumer. */
 export interface ConsumerOverview {
@@ -69,19 +70,19 @@ export async function readOverview(
  * script, given their keys.
  */
 export async function overviewReply(redis: RedisClient, keys: QueueKeys): Promise<OverviewReply> {
-  defineQueueScripts(redis);
   const ids = await redis.smembers(keys.consumers);
-  return redis.queueOverview(
-    6 + 2 * ids.length,
-    keys.queue,
-    keys.retry,
-    keys.dead,
-    keys.consumers,
-    keys.deadCounts,
-    keys.stats,
-    ...ids.flatMap((id) => [keys.processingPrefix + id, keys.heartbeatPrefix + id]),
-    ...ids,
-  );
+  return runScript(redis, OVERVIEW, {
+    keys: {
+      queue: keys.queue,
+      retry: keys.retry,
+      dead: keys.dead,
+      consumers: keys.consumers,
+      deadCounts: keys.deadCounts,
+      stats: keys.stats,
+    },
+    restKeys: ids.flatMap((id) => [keys.processingPrefix + id, keys.heartbeatPrefix + id]),
+    restArgs: ids,
+  });
 }
 
 /** The overviews of several shards as one: sums, the oldest age, each consumer once. */

@@ -69,7 +69,7 @@ export const consumerBlockingOptions: RedisOptions = {
  * A command that meets a failover (MOVED, CLUSTERDOWN, TRYAGAIN, a closed
  * node) is retried by the client every 100 ms up to its redirection limit;
  * the API's own deadline still answers 503 within REDIS_TIMEOUT_MS, and a
- * push that runs later than that does nothing (`scripts.ts`, ENQUEUE).
+ * push that runs later than that does nothing (`lua/includes/past_deadline.lua`).
  */
 export function clusterOptions(role: RedisOptions): ClusterOptions {
   const {

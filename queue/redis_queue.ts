@@ -2,7 +2,7 @@
  * The queue's operations over Redis, shared by the API (which only enqueues)
  * and the consumer (which fetches, acknowledges, heartbeats and recovers).
  *
- * Delivery contract (enforced here and in `scripts.ts`):
+ * Delivery contract (enforced here and in the scripts, `lua/*.lua`):
  * - An item is in exactly one place at any moment: the main list, the retry
  *   list, one consumer's processing list, or the dead letters. Every move
  *   between them is one atomic script.
@@ -55,7 +55,20 @@
 import { Cluster } from "ioredis";
 import { encodeEnvelope, type UserEnvelope } from "./envelope.ts";
 import type { QueueKeys } from "./keys.ts";
-import { defineQueueScripts, type FetchReply, type RedisClient } from "./scripts.ts";
+import { type CallOf, type LuaScript, type ReplyOf, runScript } from "./lua_script.ts";
+import {
+  ACK,
+  defineQueueScripts,
+  ENQUEUE,
+  ENQUEUE_ONCE,
+  FETCH,
+  type FetchReply,
+  HAND_BACK,
+  HEARTBEAT,
+  RECOVER,
+  type RedisClient,
+  REGISTER,
+} from "./scripts.ts";
 
 /** Raised by {@link RedisQueue.enqueue} when the queue is at its bound. */
 export class QueueFullError extends Error {
@@ -110,7 +123,7 @@ export interface Batch {
   readonly shard?: number;
   /**
    * Set on an empty batch when recovered items wait, which only a fetch
-   * holding nothing may take (see `scripts.ts`, FETCH).
+   * holding nothing may take (see `lua/fetch.lua`).
    */
   readonly suspectWaiting?: boolean;
 }
@@ -208,6 +221,7 @@ export class RedisQueue {
   readonly keys: QueueKeys;
 
   constructor(redis: RedisClient, keys: QueueKeys, options: RedisQueueOptions = {}) {
+    // Before any pipeline is made from it: a pipeline knows only the scripts its client had.
     defineQueueScripts(redis);
     this.#redis = redis;
     this.#enqueueWithinMs = options.enqueueWithinMs ?? 0;
@@ -224,18 +238,19 @@ export class RedisQueue {
    * master that ran the script. Resolves with the script's reply and how many
    * replicas acknowledged it (`Infinity` when none were asked for).
    */
-  async #confirmed<T>(
-    call: (client: RedisClient) => Promise<T>,
-  ): Promise<[reply: T, replicas: number]> {
-    if (this.#waitReplicas === 0) return [await call(this.#redis), Infinity];
+  async #confirmed<S extends LuaScript>(
+    script: S,
+    call: CallOf<S>,
+  ): Promise<[reply: ReplyOf<S>, replicas: number]> {
+    if (this.#waitReplicas === 0) return [await runScript(this.#redis, script, call), Infinity];
     for (let attempt = 1;; attempt++) {
       const pipeline = this.#redis.pipeline();
-      // Called on a pipeline, a command is only queued: the reply comes from exec().
-      void call(pipeline as unknown as RedisClient);
+      // Only queued: the reply comes from exec().
+      runScript(pipeline, script, call);
       pipeline.wait(this.#waitReplicas, this.#waitTimeoutMs);
       const replies = await pipeline.exec();
       const [[scriptError, reply], [waitError, replicas]] = replies as [
-        [Error | null, T],
+        [Error | null, ReplyOf<S>],
         [Error | null, number],
       ];
       // The slot moved (a failover that left the old master alive, a
@@ -266,7 +281,7 @@ export class RedisQueue {
 
   /**
    * Queues `user` once for the client's idempotency `key`, under the key's
-   * record (see `scripts.ts`, ENQUEUE_ONCE): the push and the record in one
+   * record (see `lua/enqueue_once.lua`): the push and the record in one
    * step. Resolves with the id the key is queued under, this user's if this
    * call pushed it, or the one of the earlier request with the same key and
    * name; rejects with {@linkcode IdempotencyConflictError} when that earlier
@@ -279,19 +294,21 @@ export class RedisQueue {
   ): Promise<string> {
     const since = Date.now();
     const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
-    const [reply, replicas] = await this.#confirmed((redis) =>
-      redis.queueEnqueueOnce(
-        this.keys.queue,
-        this.keys.queuedIds,
-        this.keys.idempotencyPrefix + key,
+    const [reply, replicas] = await this.#confirmed(ENQUEUE_ONCE, {
+      keys: {
+        queue: this.keys.queue,
+        queuedIds: this.keys.queuedIds,
+        record: this.keys.idempotencyPrefix + key,
+      },
+      args: {
         deadline,
         maxLength,
-        encodeEnvelope(user),
-        user.id,
-        user.name,
+        payload: encodeEnvelope(user),
+        id: user.id,
+        name: user.name,
         ttlSeconds,
-      )
-    );
+      },
+    });
     if (reply === -2) throw this.#tooLate();
     if (reply === 0) throw new QueueFullError(maxLength);
     const [status, id] = reply;
@@ -324,7 +341,7 @@ export class RedisQueue {
     return this.#push("fit", maxLength, users, since);
   }
 
-  /** A push Redis ran after its deadline, which did nothing (`scripts.ts`, PAST_DEADLINE). */
+  /** A push Redis ran after its deadline, which did nothing (`lua/includes/past_deadline.lua`). */
   #tooLate(): Error {
     return new Error(
       `Cannot enqueue as Redis ran the push too late: not within ${this.#enqueueWithinMs} ms`,
@@ -338,18 +355,11 @@ export class RedisQueue {
     since: number,
   ): Promise<number> {
     const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
-    const [pushed, replicas] = await this.#confirmed((redis) =>
-      redis.queueEnqueue(
-        this.keys.queue,
-        this.keys.queuedIds,
-        deadline,
-        maxLength,
-        mode,
-        users.length,
-        ...users.map(encodeEnvelope),
-        ...users.map((user) => user.id),
-      )
-    );
+    const [pushed, replicas] = await this.#confirmed(ENQUEUE, {
+      keys: { queue: this.keys.queue, queuedIds: this.keys.queuedIds },
+      args: { deadline, maxLength, mode, count: users.length },
+      restArgs: [...users.map(encodeEnvelope), ...users.map((user) => user.id)],
+    });
     if (pushed === -2) throw this.#tooLate();
     if (pushed > 0 && replicas < this.#waitReplicas) {
       throw new WriteUnconfirmedError(
@@ -365,22 +375,18 @@ export class RedisQueue {
 
   /** Registers a consumer and starts its heartbeat. */
   async register(consumerId: string, ttlMs: number): Promise<void> {
-    await this.#redis.queueRegister(
-      this.keys.consumers,
-      this.keys.heartbeatPrefix + consumerId,
-      consumerId,
-      ttlMs,
-    );
+    await runScript(this.#redis, REGISTER, {
+      keys: { consumers: this.keys.consumers, heartbeat: this.keys.heartbeatPrefix + consumerId },
+      args: { consumerId, ttlMs },
+    });
   }
 
   /** Extends a consumer's heartbeat; false means it was fenced and must re-register. */
   async heartbeat(consumerId: string, ttlMs: number): Promise<boolean> {
-    const alive = await this.#redis.queueHeartbeat(
-      this.keys.consumers,
-      this.keys.heartbeatPrefix + consumerId,
-      consumerId,
-      ttlMs,
-    );
+    const alive = await runScript(this.#redis, HEARTBEAT, {
+      keys: { consumers: this.keys.consumers, heartbeat: this.keys.heartbeatPrefix + consumerId },
+      args: { consumerId, ttlMs },
+    });
     return alive === 1;
   }
 
@@ -402,20 +408,19 @@ export class RedisQueue {
   ): Promise<Batch | undefined> {
     // Never confirmed on replicas (WAIT): a failover that undoes the move only delivers its
     // items again, which the idempotent insert absorbs (`server-consumer/main.ts`).
-    const reply = await this.#redis.queueFetch(
-      this.keys.consumers,
-      this.keys.retry,
-      this.keys.queue,
-      this.keys.processingPrefix + consumerId,
-      consumerId,
-      max,
-      held,
-      holdingElsewhere ? "1" : "0",
-    );
+    const reply = await runScript(this.#redis, FETCH, {
+      keys: {
+        consumers: this.keys.consumers,
+        retry: this.keys.retry,
+        queue: this.keys.queue,
+        processing: this.keys.processingPrefix + consumerId,
+      },
+      args: { consumerId, max, held, holdingElsewhere: holdingElsewhere ? "1" : "0" },
+    });
     return this.#batchOf(reply);
   }
 
-  /** A fetch's reply (see `scripts.ts`, FETCH) as a batch; `undefined` when fenced. */
+  /** A fetch's reply (see `lua/fetch.lua`) as a batch; `undefined` when fenced. */
   #batchOf(reply: FetchReply): Batch | undefined {
     if (reply === -1) return undefined;
     const [source, taken] = reply as [0 | 1 | 2, string[] | string | undefined];
@@ -482,28 +487,35 @@ export class RedisQueue {
     next: number,
     heldAfter: number,
   ) {
-    return redis.queueAck(
-      this.keys.consumers,
-      this.keys.processingPrefix + consumerId,
-      this.keys.deliveries,
-      this.keys.dead,
-      this.keys.queuedIds,
-      this.keys.deadIds,
-      this.keys.deadCounts,
-      this.keys.stats,
-      this.keys.retry,
-      this.keys.queue,
-      consumerId,
-      batch.items.length,
-      batch.fromRetry ? "1" : "0",
-      // Oldest first: what the acknowledgement checks is still at the list's right end.
-      batch.items[0] ?? "",
-      next,
-      heldAfter,
-      storedIds.length,
-      ...storedIds,
-      ...deadLetters.flatMap((letter) => [letter.id ?? "", letter.kind, JSON.stringify(letter)]),
-    );
+    const { keys } = this;
+    return runScript(redis, ACK, {
+      keys: {
+        consumers: keys.consumers,
+        processing: keys.processingPrefix + consumerId,
+        deliveries: keys.deliveries,
+        dead: keys.dead,
+        queuedIds: keys.queuedIds,
+        deadIds: keys.deadIds,
+        deadCounts: keys.deadCounts,
+        stats: keys.stats,
+        retry: keys.retry,
+        queue: keys.queue,
+      },
+      args: {
+        consumerId,
+        count: batch.items.length,
+        fromRetry: batch.fromRetry ? "1" : "0",
+        // Oldest first: what the acknowledgement checks is still at the list's right end.
+        oldestItem: batch.items[0] ?? "",
+        next,
+        heldAfter,
+        storedCount: storedIds.length,
+      },
+      restArgs: [
+        ...storedIds,
+        ...deadLetters.flatMap((letter) => [letter.id ?? "", letter.kind, JSON.stringify(letter)]),
+      ],
+    });
   }
 
   /**
@@ -529,21 +541,22 @@ export class RedisQueue {
   async recover(maxCrashes: number, now: Date = new Date()) {
     const ids = await this.#redis.smembers(this.keys.consumers);
     if (ids.length === 0) return { recovered: 0, buried: 0, consumers: 0 };
-    const [recovered, buried, consumers] = await this.#redis.queueRecover(
-      8 + 2 * ids.length,
-      this.keys.consumers,
-      this.keys.retry,
-      this.keys.dead,
-      this.keys.deliveries,
-      this.keys.queuedIds,
-      this.keys.deadIds,
-      this.keys.deadCounts,
-      this.keys.stats,
-      ...ids.flatMap((id) => [this.keys.processingPrefix + id, this.keys.heartbeatPrefix + id]),
-      maxCrashes,
-      now.toISOString(),
-      ...ids,
-    );
+    const { keys } = this;
+    const [recovered, buried, consumers] = await runScript(this.#redis, RECOVER, {
+      keys: {
+        consumers: keys.consumers,
+        retry: keys.retry,
+        dead: keys.dead,
+        deliveries: keys.deliveries,
+        queuedIds: keys.queuedIds,
+        deadIds: keys.deadIds,
+        deadCounts: keys.deadCounts,
+        stats: keys.stats,
+      },
+      args: { maxCrashes, now: now.toISOString() },
+      restKeys: ids.flatMap((id) => [keys.processingPrefix + id, keys.heartbeatPrefix + id]),
+      restArgs: ids,
+    });
     return { recovered, buried, consumers };
   }
 
@@ -552,15 +565,17 @@ export class RedisQueue {
    * clearing their crash counts (a graceful stop is no crash).
    */
   handBack(consumerId: string): Promise<number> {
-    return this.#redis.queueHandBack(
-      this.keys.consumers,
-      this.keys.heartbeatPrefix + consumerId,
-      this.keys.processingPrefix + consumerId,
-      this.keys.queue,
-      this.keys.deliveries,
-      this.keys.stats,
-      consumerId,
-    );
+    return runScript(this.#redis, HAND_BACK, {
+      keys: {
+        consumers: this.keys.consumers,
+        heartbeat: this.keys.heartbeatPrefix + consumerId,
+        processing: this.keys.processingPrefix + consumerId,
+        queue: this.keys.queue,
+        deliveries: this.keys.deliveries,
+        stats: this.keys.stats,
+      },
+      args: { consumerId },
+    });
   }
 
   /** The size of every list of the queue (processing lists summed). */

@@ -12,9 +12,11 @@ import { DeadLetters } from "../queue/dead_letters.ts";
 import type { UserEnvelope } from "../queue/envelope.ts";
 import { ShardedPushes } from "../queue/grouped_pushes.ts";
 import { queueShards } from "../queue/keys.ts";
+import { runScript } from "../queue/lua_script.ts";
 import { readOverview } from "../queue/overview.ts";
 import { readQueueStats } from "../queue/queue_stats.ts";
 import { RedisQueue, WriteUnconfirmedError } from "../queue/redis_queue.ts";
+import { RECOVER } from "../queue/scripts.ts";
 import { ShardedQueue } from "../queue/sharded_queue.ts";
 import { Consumer } from "../server-consumer/consumer.ts";
 import { startRedis } from "../tools/harness/services.ts";
@@ -140,19 +142,21 @@ Deno.test("ShardedQueue: a recovery leaves alone a consumer registered after it 
     await shard.fetch("late", 10);
     // Its heartbeat is gone but it was not among the members given to the script: untouched.
     await redis.del(keys!.heartbeatPrefix + "late");
-    const script = await redis.queueRecover(
-      8,
-      keys!.consumers,
-      keys!.retry,
-      keys!.dead,
-      keys!.deliveries,
-      keys!.queuedIds,
-      keys!.deadIds,
-      keys!.deadCounts,
-      keys!.stats,
-      3,
-      new Date().toISOString(),
-    );
+    const script = await runScript(redis, RECOVER, {
+      keys: {
+        consumers: keys!.consumers,
+        retry: keys!.retry,
+        dead: keys!.dead,
+        deliveries: keys!.deliveries,
+        queuedIds: keys!.queuedIds,
+        deadIds: keys!.deadIds,
+        deadCounts: keys!.deadCounts,
+        stats: keys!.stats,
+      },
+      args: { maxCrashes: 3, now: new Date().toISOString() },
+      restKeys: [],
+      restArgs: [],
+    });
     assert.deepEqual(script, [0, 0, 0]);
     assert.equal(await redis.llen(keys!.processingPrefix + "late"), 2);
     // A member given whose heartbeat is alive is not recovered either.
