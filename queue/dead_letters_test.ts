@@ -3,7 +3,7 @@ import { Redis } from "ioredis";
 import { DeadLetters, MAX_PAGE } from "./dead_letters.ts";
 import { queueKeys } from "./keys.ts";
 
-// The scripts against a real Redis are in tests/dead_letters_test.ts.
+// The scripts against a real Redis are in tests/integration/dead_letters_test.ts.
 
 Deno.test("DeadLetters.list() refuses a page it would not serve, before any I/O", async () => {
   const redis = new Redis({ lazyConnect: true });

@@ -40,7 +40,7 @@ export async function withDeadline<T>(work: Promise<T>, ms: number, what: string
       // before the I/O that arrived meanwhile, and a reply already waiting in
       // the socket would lose to it: the API would answer 503 for a push Redis
       // had done. Deferred by a timer of 0 ms, the waiting reply is taken first
-      // (tests/deadline_stall_test.ts stalls the process past the bound).
+      // (tests/integration/deadline_stall_test.ts stalls the process past the bound).
       () =>
         timer = setTimeout(
           () => reject(new DeadlineError(`Cannot ${what}: no answer within ${ms} ms`, ms)),

@@ -1,6 +1,6 @@
 // Not type-checked (no @ts-check, unlike rates.js): `deno check` checks the workspace as one
 // program with Deno's lib, and adding the DOM's breaks Deno's stream types elsewhere. The JSDoc
-// types are for the reader; tests/dashboard_test.ts runs this file in Chromium.
+// types are for the reader; tests/integration/dashboard_test.ts runs this file in Chromium.
 /**
  * The dashboard's behaviour: asks for the admin token once (kept in sessionStorage, so it dies
  * with the tab), polls `GET /admin/overview` every second with it as a Bearer header, derives the

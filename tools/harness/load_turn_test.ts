@@ -95,12 +95,16 @@ Deno.test("./stack lists exactly the test files that take the load turn, so its 
   const stack = await Deno.readTextFile(`${REPO_DIR}/stack`);
   const listed = [...stackList(stack, "DOCKER_TESTS"), ...stackList(stack, "TURN_TESTS")].sort();
   const taking: string[] = [];
-  for await (const entry of Deno.readDir(`${REPO_DIR}/tests`)) {
-    if (!entry.name.endsWith("_test.ts")) continue;
-    const source = await Deno.readTextFile(`${REPO_DIR}/tests/${entry.name}`);
-    // fault_stage.ts's scenario() and cluster_stage.ts's clusterScenario() take it per test.
-    if (/^\s*(?:scenario|clusterScenario)\(|holdLoadTurnForFile\(|withLoadTurn\(/m.test(source)) {
-      taking.push(`tests/${entry.name}`);
+  for await (const tier of Deno.readDir(`${REPO_DIR}/tests`)) {
+    if (!tier.isDirectory) continue;
+    for await (const entry of Deno.readDir(`${REPO_DIR}/tests/${tier.name}`)) {
+      if (!entry.name.endsWith("_test.ts")) continue;
+      const path = `tests/${tier.name}/${entry.name}`;
+      const source = await Deno.readTextFile(`${REPO_DIR}/${path}`);
+      // fault_stage.ts's scenario() and cluster_stage.ts's clusterScenario() take it per test.
+      if (/^\s*(?:scenario|clusterScenario)\(|holdLoadTurnForFile\(|withLoadTurn\(/m.test(source)) {
+        taking.push(path);
+      }
     }
   }
   assert.deepEqual(listed, taking.sort());

@@ -1,5 +1,5 @@
 // The cluster itself (formed, a failover promoting a replica) is checked on real redis-servers
-// in tests/cluster_harness_test.ts; these are the parts that read what the nodes say.
+// in tests/cluster/cluster_harness_test.ts; these are the parts that read what the nodes say.
 import assert from "node:assert/strict";
 import {
   clusterNodeConfig,

@@ -1,4 +1,4 @@
-// The command itself, run against a real Redis with real dead letters: tests/dead_letters_test.ts.
+// The command itself, run against a real Redis with real dead letters: tests/integration/dead_letters_test.ts.
 import assert from "node:assert/strict";
 import { parseDlqArgs } from "./dlq.ts";
 

@@ -1,0 +1,221 @@
+/**
+ * A Redis Cluster master SIGKILLed under load until its replica is promoted, the API
+ * and the consumers in cluster mode throughout. On loopback a replica is at most microseconds
+ * behind its master, so a plain kill would lose nothing with or without WAIT and prove nothing;
+ * the master's replica is made to fall behind first (frozen, its link cut:
+ * `RedisCluster.killMaster`'s `replicaLagMs`), and the master goes on alone for a moment before
+ * it dies, as it would across a slow or broken link. Meanwhile PostgreSQL is frozen, so the
+ * consumers hold their batch and what the master accepts alone waits in Redis, as a backlog does
+ * under load, instead of being stored at once:
+ * - with REDIS_WAIT_REPLICAS=1 a 202 is given only once a replica holds the push, so no request
+ *   sent while the master was alone gets a 202 for a user of its shards (asserted: the control
+ *   that WAIT was in force), and nothing accepted is lost and nothing is stored twice (asserted).
+ *   Those requests are answered 503: `unconfirmed`, or `queue_unavailable` when WAITs queued on
+ *   the API's connection outlast REDIS_TIMEOUT_MS; such a user may be stored, once at most. Until
+ *   the killed master is back as the promoted one's replica, that shard's pushes cannot be
+ *   confirmed either. Each of those 503s must fall in the failover's window; outside it, none;
+ * - without it, replication stays asynchronous and a 202 whose push had not reached the replica
+ *   (and that no consumer had taken yet) is lost: the documented window. The scenario measures and
+ *   prints it, fails as inconclusive when nothing was lost (the control: the checks must see the
+ *   loss they guard against), and fails on any lost user other than one answered 202 into the
+ *   master's shards while it was alone, on anything stored twice, and on anything stored that
+ *   was refused other than with a 503 whose push may have run.
+ * Then a planned failover (`CLUSTER FAILOVER` on the replica, which takes over once it has
+ * caught up), with and without WAIT: nothing is lost either way, and once the cluster is whole
+ * the API accepts pushes again, although the old master, still up as a replica, answers MOVED to
+ * a client that has not yet learnt the new layout.
+ * Each prints its accounting line (accepted, stored, lost, duplicated, unconfirmed…).
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { shardOf } from "../../queue/keys.ts";
+import type { RedisCluster } from "../../tools/harness/redis_cluster.ts";
+import { waitFor } from "../../tools/harness/wait.ts";
+import { type Excuse, QUEUE_UNCONFIRMED } from "../support/answer_check.ts";
+import { clusterScenario } from "../support/cluster_stage.ts";
+import type { LoadGenerator, Outcome } from "../support/fault_load.ts";
+import { refusals, seconds } from "../support/fault_stage.ts";
+
+/** Accepted users wanted before the kill and again after the cluster is whole. */
+const PHASE = 600;
+/** How long the master goes on alone, its replica cut off, before it is killed. */
+const LAG_MS = 1_000;
+
+const CASES = [
+  { wait: 1, shards: 1 },
+  { wait: 0, shards: 1 },
+  { wait: 1, shards: 6 },
+] as const;
+
+for (const { wait, shards } of CASES) {
+  const mode = wait > 0 ? `REDIS_WAIT_REPLICAS=${wait}` : "without WAIT";
+  clusterScenario(
+    `cluster, QUEUE_SHARDS=${shards}, ${mode}: a master SIGKILLed under load fails over ` +
+      (wait > 0 ? "losing nothing accepted" : "and the loss window is measured"),
+    { shards },
+    async (stage) => {
+      const { cluster, pg } = stage.world;
+      const env = { REDIS_WAIT_REPLICAS: String(wait) };
+      const apis = [await stage.server(env), await stage.server(env)];
+      await stage.consumer(env);
+      await stage.consumer(env);
+      const load = stage.load(apis, `failover-k${shards}-w${wait}`, { ratePerSecond: 500 });
+      await accepted(load, PHASE);
+      // Shard 0's master: with one shard, every push goes there.
+      const master = await cluster.masterOf(stage.shards[0]!.queue);
+      const onMaster = new Set<number>();
+      for (const [i, shard] of stage.shards.entries()) {
+        if ((await cluster.masterOf(shard.queue)) === master) onMaster.add(i);
+      }
+      const acceptedBefore = load.count("accepted");
+      // The failover window, from the cut until the old master is back as the promoted one's
+      // replica, and 5 s for the APIs' client to learn the new layout: a 503 queue_unavailable
+      // while the shard has no master, and with WAIT a 503 unconfirmed while it has no replica
+      // (README, "Failover and `REDIS_WAIT_REPLICAS`": "Fewer confirmations in time give 503
+      // `unconfirmed`"). Outside it, neither may occur.
+      const fault = stage.fault(`${master.name} SIGKILLed`, failoverExcuses(wait), {
+        graceMs: 5_000,
+      });
+      // Read before killMaster() drops the replicas' links, so that a push the master ran alone
+      // just after the drop, answered before `cutAt` was read, is inside the loss window.
+      const cutFrom = Date.now();
+      // PostgreSQL frozen meanwhile: the consumers keep the batch in hand and take no more, so
+      // what the master accepts alone stays in Redis (a backlog, the queue's normal state under
+      // load) instead of being stored within milliseconds, as an idle pipeline would.
+      pg.server.freeze();
+      let failover;
+      try {
+        failover = await cluster.killMaster(master, { replicaLagMs: LAG_MS });
+      } finally {
+        pg.server.thaw();
+      }
+      const { promoted, ms: failoverMs, cutAt = 0, killedAt } = failover;
+      const acceptedDuring = load.count("accepted") - acceptedBefore;
+      // Back as the promoted node's replica, so that WAIT can be satisfied again.
+      const restartedAt = Date.now();
+      await cluster.restart(master);
+      const rejoinMs = Date.now() - restartedAt;
+      fault();
+      await accepted(load, load.count("accepted") + PHASE);
+      const outcomes = await load.stop();
+      const drainMs = await stage.drain();
+      // Without WAIT, only a 202 the master gave alone may be lost (README, "Failover and
+      // `REDIS_WAIT_REPLICAS`": "without WAIT a failover can lose users answered 202 in its last
+      // moments"); with it, none.
+      const report = await stage.verify(`cluster failover K=${shards} ${mode}`, outcomes, {
+        mayLose: wait === 0 ? { from: cutFrom, to: killedAt, shards: onMaster } : undefined,
+        crashCountsMayRemain: true,
+      });
+      await stage.stopAll();
+      // The requests sent while the master was alone; those accepted into its shards are held
+      // by no replica.
+      const alone = outcomes.filter((o) => o.sentAt >= cutAt && o.sentAt < killedAt);
+      const aloneAccepted = alone.filter((o) =>
+        o.kind === "accepted" && onMaster.has(shardOf(o.id!, stage.shards.length))
+      ).length;
+      assert.ok(alone.length > 0, "inconclusive: no request was sent while the master was alone");
+      if (wait > 0) {
+        assert.equal(aloneAccepted, 0, "a push no replica held was answered 202 despite WAIT");
+      } else {
+        assert.equal(unconfirmedAnswers(outcomes), 0, "no WAIT, so nothing can be unconfirmed");
+        // The control: the checks above must see the loss they exist to catch, as the course's
+        // BRPOP consumer's control does (fault_consumer_test.ts). The master accepted users alone
+        // into a backlog no consumer could take (PostgreSQL frozen), so some are gone.
+        assert.ok(
+          report.lost.length > 0,
+          `inconclusive: no user was lost without WAIT (${aloneAccepted} accepted into the ` +
+            `master's shards while it was alone)`,
+        );
+      }
+      assert.equal(await roleOf(cluster, promoted.port), "master");
+      const lostSample = report.lost.length > 0
+        ? `; lost e.g. ${report.lost.slice(0, 3).join(", ")}`
+        : "";
+      console.log(
+        `cluster failover K=${shards} ${mode}: ${master.name} (shards ${[...onMaster]}) cut ` +
+          `off from its replica for ${seconds(LAG_MS)} (${alone.length} requests sent ` +
+          `meanwhile, ${aloneAccepted} accepted into its shards), then SIGKILLed ` +
+          `(${acceptedBefore} accepted before the cut); ` +
+          `${promoted.name} promoted and the cluster whole ${seconds(failoverMs)} after the ` +
+          `kill (${acceptedDuring} accepted from the cut until then); the old master back as ` +
+          `its replica in ${seconds(rejoinMs)}; drained ${seconds(drainMs)} after the last ` +
+          `answer; refusals: ${refusals(outcomes)}${lostSample}`,
+      );
+    },
+  );
+}
+
+for (const wait of [1, 0]) {
+  const mode = wait > 0 ? `REDIS_WAIT_REPLICAS=${wait}` : "without WAIT";
+  clusterScenario(
+    `cluster, ${mode}: a planned failover (CLUSTER FAILOVER) under load loses nothing and ` +
+      "pushes are accepted again once the cluster is whole",
+    { shards: 1 },
+    async (stage) => {
+      const { cluster } = stage.world;
+      const env = { REDIS_WAIT_REPLICAS: String(wait) };
+      const apis = [await stage.server(env), await stage.server(env)];
+      await stage.consumer(env);
+      await stage.consumer(env);
+      const load = stage.load(apis, `handover-w${wait}`, { ratePerSecond: 500 });
+      await accepted(load, PHASE);
+      const master = await cluster.masterOf(stage.shards[0]!.queue);
+      // The old master stays up, as a replica: a client that still sends it the shard's
+      // commands is told MOVED, and must follow it. The window is the failover's, as above.
+      const fault = stage.fault(`${master.name} handed over`, failoverExcuses(wait), {
+        graceMs: 5_000,
+      });
+      const { promoted, ms } = await cluster.handOver(master);
+      fault();
+      await accepted(load, load.count("accepted") + PHASE, 30_000);
+      const outcomes = await load.stop();
+      const drainMs = await stage.drain();
+      // The replica takes over only once it holds everything: nothing is lost, WAIT or not.
+      const report = await stage.verify(`cluster handover K=1 ${mode}`, outcomes, {
+        crashCountsMayRemain: true,
+      });
+      await stage.stopAll();
+      console.log(
+        `cluster handover K=1 ${mode}: ${promoted.name} took over from ${master.name} in ` +
+          `${seconds(ms)}; ${report.accepted} accepted in all; drained ${seconds(drainMs)} ` +
+          `after the last answer; refusals: ${refusals(outcomes)}`,
+      );
+    },
+  );
+}
+
+/** Waits until `load` has `count` accepted answers. */
+async function accepted(
+  load: LoadGenerator,
+  count: number,
+  timeoutMs = 90_000,
+): Promise<void> {
+  await waitFor(
+    () =>
+      `${count} accepted answers (${load.count("accepted")} so far; refusals: ${
+        refusals(load.outcomes)
+      })`,
+    () => load.count("accepted") >= count,
+    { timeoutMs, intervalMs: 50 },
+  );
+}
+
+/**
+ * The answers a failover explains: a 503 queue_unavailable while the shard has no master (or its
+ * client has not learnt the new one), and with WAIT a 503 unconfirmed while it has no replica.
+ */
+function failoverExcuses(wait: number): Excuse[] {
+  return wait > 0 ? ["unavailable", "unconfirmed"] : ["unavailable"];
+}
+
+/** How many of `outcomes` are the API's 503 for a push WAIT did not confirm. */
+function unconfirmedAnswers(outcomes: readonly Outcome[]): number {
+  return outcomes.filter((o) => o.status === 503 && o.code === QUEUE_UNCONFIRMED).length;
+}
+
+/** The role of the node on `port` as the cluster sees it now. */
+async function roleOf(cluster: RedisCluster, port: number): Promise<string | undefined> {
+  return (await cluster.view()).find((node) => node.port === port)?.role;
+}

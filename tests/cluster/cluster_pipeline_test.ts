@@ -1,0 +1,199 @@
+/**
+ * The pipeline on a real Redis Cluster, end to end: users posted through the API in
+ * cluster mode (REDIS_CLUSTER_NODES) with one shard and with six, each stored exactly once under
+ * the id its 202 gave; with six, the shards sit on all three masters and every one of them carries
+ * and drains its part. Then a consumer SIGKILLed with a batch in hand: its items are recovered by
+ * the other consumer, none lost, none stored twice. See `cluster_stage.ts` for what every scenario
+ * is held to; each prints its accounting line.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type { TaskProcess } from "../../tools/harness/processes.ts";
+import { delay, waitFor } from "../../tools/harness/wait.ts";
+import { clusterScenario, type ClusterStage } from "../support/cluster_stage.ts";
+import { seconds } from "../support/fault_stage.ts";
+import { numberField, serviceEvents } from "../support/service_events.ts";
+import { RetryingClient, settleKeyed } from "../support/retrying_client.ts";
+import { shardOf } from "../../queue/keys.ts";
+
+/** Users per end-to-end scenario: enough for every shard of six to see a few hundred. */
+const USERS = 3_000;
+/** BATCH_SIZE of the consumer-kill scenarios' consumers. */
+const BATCH = 200;
+
+for (const shards of [1, 6]) {
+  clusterScenario(
+    `cluster, QUEUE_SHARDS=${shards}: every user posted through the API is stored exactly once`,
+    { shards },
+    async (stage) => {
+      const { cluster, redis } = stage.world;
+      const masters = await shardMasters(stage);
+      if (shards === 6) {
+        assert.equal(
+          new Set(masters).size,
+          3,
+          `the 6 shards sit on all 3 masters: ${masters.join(", ")}`,
+        );
+      }
+      const apis = [await stage.server(), await stage.server()];
+      await stage.consumer();
+      await stage.consumer();
+      const load = stage.load(apis, `e2e-k${shards}`, { limit: USERS, ratePerSecond: 1_500 });
+      const outcomes = await load.finished();
+      const drainMs = await stage.drain();
+      const report = await stage.verify(`cluster K=${shards}`, outcomes);
+      assert.equal(report.accepted, USERS, "with no fault every request is accepted");
+      // Each shard's acknowledgements count what it stored: every shard carried users.
+      const perShard = await Promise.all(
+        stage.shards.map(async (shard) => Number(await redis.hget(shard.stats, "stored") ?? 0)),
+      );
+      assert.equal(perShard.reduce((a, b) => a + b, 0), USERS, `stored per shard: ${perShard}`);
+      if (shards > 1) {
+        assert.ok(perShard.every((n) => n > 0), `every shard stored users: ${perShard}`);
+      }
+      await stage.stopAll();
+      console.log(
+        `cluster K=${shards}: stored per shard ${perShard.join("/")} on ` +
+          `masters ${[...new Set(masters)].map((port) => cluster.node(port).name).join(", ")}; ` +
+          `drained ${seconds(drainMs)} after the last answer`,
+      );
+    },
+  );
+}
+
+clusterScenario(
+  "cluster, QUEUE_SHARDS=6: an Idempotency-Key's record sits in its user's shard, and a retried " +
+    "key is queued once",
+  { shards: 6 },
+  async (stage) => {
+    const { redis, sql } = stage.world;
+    const apis = [await stage.server(), await stage.server()];
+    await stage.consumer();
+    await stage.consumer();
+    const client = new RetryingClient({
+      urls: apis.map((api) => api.url),
+      prefix: "cluster-keyed",
+      ratePerSecond: 300,
+    }).start();
+    await delay(3_000);
+    const users = await client.stop();
+    // Every key again, as a client that lost each answer would send it: the same id, a replay.
+    const replays = await Promise.all(users.map(async (user, i) => {
+      const res = await fetch(`${apis[i % 2]!.url}/users`, {
+        method: "POST",
+        headers: { "Idempotency-Key": user.key },
+        body: JSON.stringify({ name: user.name }),
+      });
+      const body = await res.json();
+      return res.status === 202 && body.id === user.id &&
+        res.headers.get("Idempotent-Replayed") === "true";
+    }));
+    assert.equal(replays.filter((ok) => !ok).length, 0, "every replay answers the key's id");
+    const drainMs = await stage.drain();
+    const rows = await sql<{ id: string; name: string }[]>`select id::text, name from users`;
+    assert.deepEqual(settleKeyed(users, rows), [], "each key stored exactly once under its id");
+    // Each record is in the shard of its user's id (one slot: the push and the record are one
+    // script call), and the keys spread over every shard.
+    const shardsUsed = new Set<number>();
+    for (const user of users) {
+      const shard = shardOf(user.id!, stage.shards.length);
+      shardsUsed.add(shard);
+      assert.equal(await redis.exists(stage.shards[shard]!.idempotencyPrefix + user.key), 1);
+    }
+    assert.equal(shardsUsed.size, 6, `keys in every shard: ${[...shardsUsed]}`);
+    await stage.stopAll();
+    console.log(
+      `cluster K=6 keyed: ${users.length} keys, ${client.tries} tries, each stored once and ` +
+        `replayed with its id; records in all 6 shards; drained ${seconds(drainMs)}`,
+    );
+  },
+);
+
+for (const shards of [1, 6]) {
+  clusterScenario(
+    `cluster, QUEUE_SHARDS=${shards}: a consumer SIGKILLed with a batch in hand loses nothing`,
+    { shards },
+    async (stage) => {
+      let consumers: { victim: TaskProcess; survivor: TaskProcess } | undefined;
+      const { redis, sql } = stage.world;
+      // A heartbeat that outlives the victim long enough to count what it held before recovery.
+      const env = { BATCH_SIZE: String(BATCH), HEARTBEAT_TTL_MS: "3000" };
+      const api = await stage.server();
+      const load = stage.load([api], `consumer-kill-k${shards}`, {
+        limit: USERS,
+        ratePerSecond: 1_000,
+      });
+      // A backlog first, so that the batch the victim takes is a full one.
+      await waitFor("a backlog to build", () => load.count("accepted") >= USERS / 2, {
+        timeoutMs: 60_000,
+      });
+      // Table users locked against inserts: each consumer takes a batch (and the next, fetched
+      // during the insert) and its insert waits (retried, the batch still in hand, when
+      // STATEMENT_TIMEOUT_MS cuts it short), however busy the machine is. Their start
+      // (migration check, PING, select 1) does not touch the table.
+      let unlock = () => {};
+      const unlocked = new Promise<void>((resolve) => unlock = resolve);
+      let locked = () => {};
+      const lockTaken = new Promise<void>((resolve) => locked = resolve);
+      const lock = sql.begin(async (tx) => {
+        await tx`lock table users in share mode`;
+        locked();
+        await unlocked;
+      });
+      let held = 0;
+      try {
+        await Promise.race([lockTaken, lock]);
+        const [victim, survivor] = await Promise.all([
+          stage.consumer(env, { registeredOnly: true }),
+          stage.consumer(env, { registeredOnly: true }),
+        ]);
+        await waitFor(() => `${victim.name} to hold a batch`, async () => {
+          return (await stage.held(victim)) > 0;
+        }, { timeoutMs: 30_000 });
+        stage.kill(victim);
+        // What it held at its death, read once whatever it sent before has landed, and long
+        // before its heartbeat expires.
+        await delay(200);
+        held = await stage.held(victim);
+        await victim.status;
+        consumers = { victim, survivor };
+      } finally {
+        unlock();
+        await lock;
+      }
+      const { victim, survivor } = consumers!;
+      assert.ok(held > 0, "inconclusive: the victim held nothing when it died");
+      const keys = stage.processingKeys(victim);
+      const recoveryMs = await waitFor(
+        `${victim.name}'s batch to be recovered`,
+        async () => (await Promise.all(keys.map((key) => redis.exists(key)))).every((n) => n === 0),
+        { timeoutMs: 60_000, intervalMs: 50 },
+      );
+      const outcomes = await load.finished();
+      const drainMs = await stage.drain();
+      const report = await stage.verify(`cluster K=${shards} consumer SIGKILL`, outcomes);
+      assert.equal(report.accepted, USERS, "with no Redis fault every request is accepted");
+      const recovered = serviceEvents(survivor.output, "recovered")
+        .reduce((sum, event) => sum + numberField(event, "items"), 0);
+      assert.equal(recovered, held, "the survivor recovered exactly what the victim held");
+      await stage.stopAll();
+      console.log(
+        `cluster K=${shards} consumer SIGKILL: ${held} items in the victim's hands (batches ` +
+          `of ${BATCH}: the next is taken while one is inserted), recovered by ` +
+          `${survivor.name} ${seconds(recoveryMs)} after the kill; drained ` +
+          `${seconds(drainMs)} after the last answer`,
+      );
+    },
+  );
+}
+
+/** The port of the master serving each shard now, shard 0 first. */
+async function shardMasters(stage: ClusterStage): Promise<number[]> {
+  const masters = [];
+  for (const shard of stage.shards) {
+    masters.push((await stage.world.cluster.masterOf(shard.queue)).port);
+  }
+  return masters;
+}

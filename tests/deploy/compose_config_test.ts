@@ -1,0 +1,477 @@
+/**
+ * Checks compose.yaml, the Dockerfiles and the Traefik configuration without a Docker engine:
+ * the compose CLI resolves the file (`docker-compose config`), and the assertions pin what the
+ * containers share with the native stack (the same deno tasks, hence the same entrypoints and
+ * permission flags; the same project.env; the same traefik.yml and redis.conf).
+ *
+ * Needs the compose CLI as `docker-compose` on PATH, or its path in COMPOSE_BIN. Run from anywhere:
+ * `deno test --allow-all tests/deploy/compose_config_test.ts`.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parse as parseYaml } from "yaml";
+import { ERROR_CODE_HEADER, NO_REPLICA_READY } from "../../server/api_error.ts";
+import { projectEnv } from "../../tools/harness/services.ts";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const COMPOSE_BIN = Deno.env.get("COMPOSE_BIN") ?? "docker-compose";
+
+const ALL_SERVICES = [
+  "traefik",
+  "server",
+  "server-consumer",
+  "redis",
+  "database",
+  "prometheus",
+  "k6-tests",
+];
+/** The long-running services that must scale with `--scale NAME=N`. */
+const REPLICATED_SERVICES = ["server", "server-consumer"];
+/** The services built from this repo, which run a deno task. */
+const DENO_SERVICES = ["server", "server-consumer"];
+
+interface Port {
+  target: number;
+  published?: string;
+  protocol?: string;
+}
+
+interface Volume {
+  type: string;
+  source?: string;
+  target: string;
+  read_only?: boolean;
+}
+
+interface Dependency {
+  condition: string;
+}
+
+interface Service {
+  image?: string;
+  build?: { context: string; dockerfile?: string };
+  command?: string[] | null;
+  entrypoint?: string[] | null;
+  working_dir?: string;
+  container_name?: string;
+  ports?: Port[];
+  volumes?: Volume[];
+  environment?: Record<string, string | null>;
+  labels?: Record<string, string>;
+  deploy?: { replicas?: number; endpoint_mode?: string };
+  depends_on?: Record<string, Dependency>;
+  healthcheck?: { test?: string[] };
+  restart?: string;
+}
+
+/** One `dns_sd_configs` entry of prometheus/prometheus.yml. */
+interface DnsSdConfig {
+  names: string[];
+  type: string;
+  port: number;
+}
+
+/** One `scrape_configs` entry of prometheus/prometheus.yml. */
+interface ScrapeConfig {
+  job_name: string;
+  dns_sd_configs?: DnsSdConfig[];
+}
+
+interface ComposeConfig {
+  services: Record<string, Service>;
+}
+
+interface CommandResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function runCompose(args: string[]): Promise<CommandResult> {
+  const command = new Deno.Command(COMPOSE_BIN, {
+    args: ["-f", "compose.yaml", ...args],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+  });
+  let output: Deno.CommandOutput;
+  try {
+    output = await command.output();
+  } catch (error) {
+    throw new Error(
+      `Cannot run the compose CLI as ${COMPOSE_BIN}: install docker-compose on PATH or set COMPOSE_BIN`,
+      { cause: error },
+    );
+  }
+  const decoder = new TextDecoder();
+  return {
+    code: output.code,
+    stdout: decoder.decode(output.stdout),
+    stderr: decoder.decode(output.stderr),
+  };
+}
+
+let resolvedConfig: Promise<ComposeConfig> | undefined;
+
+/** The file as compose resolves it (paths absolute, env_file read into `environment`). */
+function loadComposeConfig(): Promise<ComposeConfig> {
+  resolvedConfig ??= runCompose(["config", "--format", "json"]).then((result) => {
+    assert.equal(result.code, 0, `docker-compose config failed:\n${result.stderr}`);
+    return JSON.parse(result.stdout) as ComposeConfig;
+  });
+  return resolvedConfig;
+}
+
+async function service(name: string): Promise<Service> {
+  const config = await loadComposeConfig();
+  const found = config.services[name];
+  assert.ok(found, `compose.yaml has no service ${name}`);
+  return found;
+}
+
+async function denoTasks(): Promise<Record<string, string>> {
+  const denoJson = JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json")));
+  return denoJson.tasks;
+}
+
+/** The exec-form CMD of a Dockerfile, e.g. ["task", "server"]. */
+function dockerfileCmd(dockerfile: string): string[] {
+  // An instruction may go on over lines ending in a backslash.
+  const lines = dockerfile.replace(/\\\n/g, " ").split("\n").filter((line) => /^CMD\s/.test(line));
+  assert.equal(lines.length, 1, "expected exactly one CMD line");
+  const cmd = JSON.parse(lines[0]!.replace(/^CMD\s+/, ""));
+  assert.ok(Array.isArray(cmd), `CMD must be in exec form: ${lines[0]}`);
+  return cmd;
+}
+
+/** The files after `deno install --frozen --entrypoint` in a Dockerfile. */
+function cachedEntrypoints(dockerfile: string): string[] {
+  const match = dockerfile.match(/deno install --frozen --entrypoint ([^\n]+)/);
+  assert.ok(match, "expected a `RUN deno install --frozen --entrypoint ...` line");
+  return match[1]!.trim().split(/\s+/);
+}
+
+/** The sources of the Dockerfile's COPY lines, without a trailing slash: ["deno.json", "queue"]. */
+function copiedSources(dockerfile: string): string[] {
+  return dockerfile
+    .split("\n")
+    .filter((line) => /^COPY\s/.test(line))
+    .flatMap((line) => line.trim().split(/\s+/).slice(1, -1))
+    .filter((word) => !word.startsWith("--"))
+    .map((source) => source.replace(/\/$/, ""));
+}
+
+/**
+ * The top-level folders of the repo that a script needs at run time: those of every local module
+ * it imports, followed transitively, and those its task may read (`--allow-read=a,b`).
+ */
+async function foldersNeeded(task: string): Promise<Set<string>> {
+  const files = new Set<string>();
+  const pending = [join(ROOT, scriptOf(task))];
+  while (pending.length > 0) {
+    const file = pending.pop()!;
+    if (files.has(file)) continue;
+    files.add(file);
+    const source = await Deno.readTextFile(file);
+    for (const match of source.matchAll(/(?:from|import)\s*\(?\s*["'](\.{1,2}\/[^"']+)["']/g)) {
+      pending.push(join(dirname(file), match[1]!));
+    }
+  }
+  const folders = new Set([...files].map((file) => relative(ROOT, file).split("/")[0]!));
+  for (const flag of task.split(/\s+/).filter((word) => word.startsWith("--allow-read="))) {
+    for (const path of flag.slice("--allow-read=".length).split(",")) {
+      folders.add(path.replace(/^\.\//, "").split("/")[0]!);
+    }
+  }
+  return folders;
+}
+
+/** The task a container command runs: ["task", "x"] and ["deno", "task", "x"] both give "x". */
+function taskOf(command: string[], tasks: Record<string, string>): string {
+  const task = Object.keys(tasks).find((name) =>
+    tasks[name]!.split(/\s+/).join(" ") === command.join(" ")
+  );
+  assert.ok(task, `expected the command of a deno.json task, word for word: ${command.join(" ")}`);
+  return task;
+}
+
+/** The script a deno task runs: the last .ts argument of its command line. */
+function scriptOf(task: string): string {
+  const scripts = task.split(/\s+/).filter((word) => word.endsWith(".ts"));
+  assert.ok(scripts.length > 0, `task runs no .ts file: ${task}`);
+  return scripts.at(-1)!;
+}
+
+Deno.test("compose.yaml defines the seven services", async () => {
+  const config = await loadComposeConfig();
+  assert.deepEqual(Object.keys(config.services).sort(), [...ALL_SERVICES].sort());
+});
+
+Deno.test("docker-compose config -q accepts compose.yaml", async () => {
+  const result = await runCompose(["config", "-q"]);
+  assert.equal(result.code, 0, result.stderr);
+});
+
+Deno.test(
+  "server and server-consumer run 2 replicas with no container_name and no host ports, so they scale",
+  async () => {
+    for (const name of REPLICATED_SERVICES) {
+      const replicated = await service(name);
+      assert.equal(replicated.deploy?.replicas, 2, `${name} replicas`);
+      assert.equal(replicated.container_name, undefined, `${name} container_name`);
+      assert.deepEqual(replicated.ports ?? [], [], `${name} ports`);
+    }
+  },
+);
+
+Deno.test("traefik publishes port 8000 on the host", async () => {
+  const traefik = await service("traefik");
+  assert.ok(
+    traefik.ports?.some((port) => port.target === 8000 && port.published === "8000"),
+    `traefik ports: ${JSON.stringify(traefik.ports)}`,
+  );
+});
+
+Deno.test(
+  "traefik reads traefik/traefik.yml and its file provider directory exists in the mount",
+  async () => {
+    const traefik = await service("traefik");
+    const mount = traefik.volumes?.find((volume) => volume.target === "/etc/traefik");
+    assert.ok(mount?.source, "traefik mounts nothing at /etc/traefik");
+    assert.equal(await Deno.realPath(mount.source), await Deno.realPath(join(ROOT, "traefik")));
+    assert.equal(mount.read_only, true);
+    assert.ok(traefik.command?.includes("--configFile=/etc/traefik/traefik.yml"));
+
+    const socket = traefik.volumes?.find((volume) => volume.target === "/var/run/docker.sock");
+    assert.equal(socket?.read_only, true, "the docker socket must be mounted read-only");
+
+    // Traefik reads a relative directory against its working directory, not the config file.
+    const staticConfig = parseYaml(await Deno.readTextFile(join(ROOT, "traefik", "traefik.yml")));
+    const directory: string = staticConfig.providers.file.directory;
+    assert.equal(traefik.working_dir, "/etc/traefik");
+    const inContainer = directory.startsWith("/") ? directory : join("/etc/traefik", directory);
+    assert.ok(inContainer.startsWith("/etc/traefik/"), `${inContainer} is outside the mount`);
+    const onHost = join(ROOT, "traefik", inContainer.slice("/etc/traefik/".length));
+    assert.ok((await Deno.stat(onHost)).isDirectory, `${onHost} is not a directory`);
+
+    assert.equal(staticConfig.entryPoints.web.address, ":8000");
+    assert.equal(staticConfig.providers.docker.exposedByDefault, false);
+  },
+);
+
+Deno.test("the server labels make Traefik's service `server` on port 8000, checked on /readyz", async () => {
+  const labels = (await service("server")).labels ?? {};
+  assert.equal(labels["traefik.enable"], "true");
+  assert.equal(labels["traefik.http.services.server.loadbalancer.server.port"], "8000");
+  assert.equal(labels["traefik.http.services.server.loadbalancer.healthcheck.path"], "/readyz");
+  const routers = Object.keys(labels).filter((key) => key.startsWith("traefik.http.routers."));
+  assert.deepEqual(routers, [], "the API's router lives in traefik/dynamic/api.yml");
+});
+
+for (const [dir, provider] of [["dynamic", "docker"], ["dynamic-swarm", "swarm"]]) {
+  Deno.test(`traefik/${dir}/api.yml routes everything on web to server@${provider}, failing over to 503`, async () => {
+    const api = parseYaml(await Deno.readTextFile(join(ROOT, "traefik", dir!, "api.yml")));
+    const router = api.http.routers.api;
+    assert.equal(router.rule, "PathPrefix(`/`)");
+    assert.deepEqual(router.entryPoints, ["web"]);
+    const failover = api.http.services[router.service].failover;
+    assert.equal(failover.service, `server@${provider}`);
+    const fallback = parseYaml(
+      await Deno.readTextFile(join(ROOT, "traefik", dir!, "unavailable.yml")),
+    );
+    assert.ok(fallback.http.services[failover.fallback], `${failover.fallback} is not defined`);
+    // A network-level retry only: retrying on a status could queue a user twice.
+    const retry = api.http.middlewares[router.middlewares[0]].retry;
+    assert.ok(retry.attempts > 1);
+    assert.equal(retry.status, undefined);
+  });
+}
+
+Deno.test("k6-tests mounts ./tests/k6 at /tests, targets traefik and stays idle", async () => {
+  const k6 = await service("k6-tests");
+  const mount = k6.volumes?.find((volume) => volume.target === "/tests");
+  assert.ok(mount?.source, "k6-tests mounts nothing at /tests");
+  assert.equal(await Deno.realPath(mount.source), await Deno.realPath(join(ROOT, "tests", "k6")));
+  assert.equal(k6.environment?.BASE_URL, "http://traefik:8000");
+  assert.notEqual(k6.entrypoint?.[0], "k6", "k6-tests must not run k6 on `docker compose up`");
+  assert.ok(k6.depends_on?.traefik, "k6-tests must depend on traefik");
+});
+
+Deno.test("every Deno service gets all of project.env (env_file) as its environment", async () => {
+  const expected = projectEnv();
+  for (const name of DENO_SERVICES) {
+    const environment = (await service(name)).environment ?? {};
+    const actual = Object.fromEntries(
+      Object.keys(expected).map((key) => [key, environment[key]]),
+    );
+    assert.deepEqual(actual, expected, `${name} environment`);
+  }
+});
+
+Deno.test("no service waits on a start condition: each waits for what it needs itself", async () => {
+  // Conditions (service_healthy, service_completed_successfully) make start order matter, and
+  // `docker stack deploy` refuses them; the short list form only orders the first start.
+  const config = await loadComposeConfig();
+  for (const [name, dependent] of Object.entries(config.services)) {
+    for (const [dependency, { condition }] of Object.entries(dependent.depends_on ?? {})) {
+      assert.equal(condition, "service_started", `${name} → ${dependency}`);
+    }
+  }
+});
+
+Deno.test("the API and the consumer are healthy only when /readyz answers 200", async () => {
+  for (const name of REPLICATED_SERVICES) {
+    const test = (await service(name)).healthcheck?.test ?? [];
+    assert.equal(test[0], "CMD", `${name} healthcheck`);
+    assert.match(test.at(-1) ?? "", /\/readyz"\);\s*Deno\.exit\(r\.ok \? 0 : 1\);$/, name);
+  }
+  const labels = (await service("server")).labels ?? {};
+  assert.equal(labels["traefik.http.services.server.loadbalancer.healthcheck.path"], "/readyz");
+});
+
+Deno.test("with no API replica ready, traefik/dynamic answers 503 with Retry-After and its code", async () => {
+  const staticConfig = parseYaml(await Deno.readTextFile(join(ROOT, "traefik", "traefik.yml")));
+  // Traefik 3.6 answers 500 for a kept-but-unhealthy replica when this is on (traefik#13261).
+  assert.notEqual(staticConfig.providers.docker.allowEmptyServices, true);
+  const fallback = parseYaml(
+    await Deno.readTextFile(join(ROOT, "traefik", "dynamic", "unavailable.yml")),
+  );
+  const router = fallback.http.routers["no-replica-ready"];
+  assert.equal(router.rule, "PathPrefix(`/`)");
+  assert.equal(router.priority, 1);
+  assert.deepEqual(router.entryPoints.sort(), ["unavailable", "web"]);
+  assert.deepEqual(fallback.http.services[router.service].loadBalancer.servers, []);
+  const headers = router.middlewares.map((name: string) =>
+    fallback.http.middlewares[name].headers?.customResponseHeaders
+  );
+  assert.ok(headers.some((h: Record<string, string> | undefined) => h?.["Retry-After"] === "1"));
+  // Its code, for clients that branch on codes: the body is Traefik's own text.
+  assert.ok(
+    headers.some((h: Record<string, string> | undefined) =>
+      h?.[ERROR_CODE_HEADER] === NO_REPLICA_READY
+    ),
+  );
+  // The failover's answer goes through Traefik's own loopback entrypoint, hence the header.
+  const answer = fallback.http.services["no-replica-ready-answer"].loadBalancer.servers[0].url;
+  const port = staticConfig.entryPoints.unavailable.address.split(":").at(-1);
+  assert.equal(answer, `http://127.0.0.1:${port}`);
+});
+
+Deno.test("built services carry an image name, so Swarm and `docker compose push` can use them", async () => {
+  for (const name of DENO_SERVICES) {
+    const built = await service(name);
+    assert.match(built.image ?? "", /^users-pipeline\/[a-z-]+:latest$/, `${name} image`);
+  }
+});
+
+Deno.test(
+  "each image's CMD and compose command run the command of a deno.json task, whose script the image caches",
+  async () => {
+    // Running the tasks' very commands is what gives the containers the native stack's
+    // entrypoints and permission flags. Not `deno task` itself: it resolves every npm package of
+    // the workspace before it starts, so it would download the tooling's packages at each start
+    // (the image caches only its entrypoint's). The tasks run with --cached-only, so the image
+    // build must have cached each task's script.
+    const tasks = await denoTasks();
+    const expectedCmd: Record<string, string> = {
+      server: "server",
+      "server-consumer": "consumer",
+    };
+    for (const name of DENO_SERVICES) {
+      const built = await service(name);
+      assert.ok(built.build?.dockerfile, `${name} is not built from a Dockerfile`);
+      const dockerfile = await Deno.readTextFile(join(built.build.context, built.build.dockerfile));
+      const cmdTask = taskOf(dockerfileCmd(dockerfile), tasks);
+      if (name in expectedCmd) assert.equal(cmdTask, expectedCmd[name], `${name} CMD`);
+      const task = built.command ? taskOf(built.command, tasks) : cmdTask;
+      assert.ok(tasks[task], `${name} runs the ${task} task, which deno.json does not define`);
+      assert.ok(
+        cachedEntrypoints(dockerfile).includes(scriptOf(tasks[task])),
+        `${built.build.dockerfile} does not cache ${scriptOf(tasks[task])}`,
+      );
+    }
+  },
+);
+
+Deno.test("each image copies every repo folder its tasks import from or read", async () => {
+  const tasks = await denoTasks();
+  for (const name of DENO_SERVICES) {
+    const built = await service(name);
+    assert.ok(built.build?.dockerfile, `${name} is not built from a Dockerfile`);
+    const dockerfile = await Deno.readTextFile(join(built.build.context, built.build.dockerfile));
+    const task = taskOf(built.command ?? dockerfileCmd(dockerfile), tasks);
+    assert.ok(tasks[task], `deno.json has no task ${task}`);
+    const copied = copiedSources(dockerfile);
+    for (const folder of await foldersNeeded(tasks[task])) {
+      assert.ok(
+        copied.includes(folder),
+        `${built.build.dockerfile} does not COPY ${folder}/, which deno task ${task} needs`,
+      );
+    }
+  }
+});
+
+Deno.test("redis runs redis/redis.conf from the path its command names", async () => {
+  const redis = await service("redis");
+  const confPath = redis.command?.[1];
+  assert.equal(redis.command?.[0], "redis-server");
+  const mount = redis.volumes?.find((volume) => volume.target === confPath);
+  assert.ok(mount?.source, `nothing is mounted at ${confPath}`);
+  assert.equal(
+    await Deno.realPath(mount.source),
+    await Deno.realPath(join(ROOT, "redis", "redis.conf")),
+  );
+});
+
+Deno.test(
+  "prometheus mounts prometheus/ read-only and finds every replica of both services by DNS on PORT",
+  async () => {
+    const prometheus = await service("prometheus");
+    const mount = prometheus.volumes?.find((volume) => volume.target === "/etc/prometheus");
+    assert.ok(mount?.source, "prometheus mounts nothing at /etc/prometheus");
+    assert.equal(await Deno.realPath(mount.source), await Deno.realPath(join(ROOT, "prometheus")));
+    assert.equal(mount.read_only, true);
+    assert.ok(
+      prometheus.ports?.some((port) => port.target === 9090 && port.published === "9090"),
+      `prometheus ports: ${JSON.stringify(prometheus.ports)}`,
+    );
+    const config = parseYaml(
+      await Deno.readTextFile(join(ROOT, "prometheus", "prometheus.yml")),
+    );
+    // A job per replicated service, named after it, asking compose's (and Swarm's) DNS for
+    // every replica's address on the port the replicas listen on.
+    const port = Number(projectEnv().PORT);
+    const jobs = new Map<string, unknown>(
+      config.scrape_configs.map((job: ScrapeConfig) => [job.job_name, job.dns_sd_configs]),
+    );
+    assert.deepEqual([...jobs.keys()].sort(), [...REPLICATED_SERVICES].sort());
+    for (const name of REPLICATED_SERVICES) {
+      const [sd] = jobs.get(name) as DnsSdConfig[];
+      assert.deepEqual(jobs.get(name), [{ ...sd, names: [name], type: "A", port }], name);
+      // Under Swarm the name returns every task's address only with DNS round robin.
+      assert.equal((await service(name)).deploy?.endpoint_mode, "dnsrr", name);
+    }
+  },
+);
+
+Deno.test("promtool check config accepts prometheus/prometheus.yml", async () => {
+  const output = await new Deno.Command("promtool", {
+    args: ["check", "config", "prometheus/prometheus.yml"],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "piped",
+  }).output().catch((error) => {
+    throw new Error("Cannot run promtool: install Debian's prometheus (./stack test does)", {
+      cause: error,
+    });
+  });
+  const decoder = new TextDecoder();
+  assert.equal(
+    output.code,
+    0,
+    decoder.decode(output.stdout) + decoder.decode(output.stderr),
+  );
+});

@@ -1,0 +1,247 @@
+/**
+ * A load generator for the fault suite that remembers every request it made.
+ *
+ * Each request posts a name no other request uses, so whatever happens to it
+ * the test can find it again: in the table, in the dead letters, or nowhere.
+ * Every outcome is classified as the client saw it:
+ * - accepted: 202 with the id the API minted (it must end up stored under it);
+ * - rejected: a 4xx, or a 503 with Retry-After, that carries an error code
+ *   (the API's in its JSON body, Traefik's in its X-Error-Code header); the
+ *   code says why, and checks branch on it (it must not be stored);
+ * - indeterminate: the connection broke or the wait timed out (`timedOut`, a
+ *   hang), so the user may or may not have been queued (stored at most once,
+ *   or not at all);
+ * - unexpected: any other answer (a 500, a 503 without Retry-After, a refusal
+ *   without a code, a 2xx that is not 202 with an id), which the promise
+ *   forbids outright.
+ *
+ * @module
+ */
+
+import { ERROR_CODE_HEADER } from "../../server/api_error.ts";
+
+/** What became of one request. */
+export interface Outcome {
+  /** The unique name it posted. */
+  readonly name: string;
+  /** The API it was sent to. */
+  readonly url: string;
+  readonly kind: "accepted" | "rejected" | "indeterminate" | "unexpected";
+  /** The HTTP status, when an answer came. */
+  readonly status?: number;
+  /** The id of a 202, or the one a 503 names when its user may have been queued. */
+  readonly id?: string;
+  /** The Retry-After header of a 503. */
+  readonly retryAfter?: string | null;
+  /**
+   * The error code of a rejected request: the API's `code`, or Traefik's X-Error-Code
+   * (`server/api_error.ts`). What checks branch on.
+   */
+  readonly code?: string;
+  /**
+   * The error message of a rejected request (Traefik's plain text for its own), or the network
+   * error of an indeterminate one: for people, never matched.
+   */
+  readonly detail?: string;
+  /** When the request was sent (ms since the epoch). */
+  readonly sentAt: number;
+  /** How long the answer (or the failure) took, in ms. */
+  readonly ms: number;
+  /** True for an indeterminate request that got no answer within the load's `timeoutMs`: a hang. */
+  readonly timedOut?: boolean;
+}
+
+/** Options of {@linkcode LoadGenerator}. */
+export interface LoadOptions {
+  /** The APIs' base URLs (`http://127.0.0.1:1234`); requests go round-robin. */
+  readonly urls: readonly string[];
+  /** Prefix of every name, so a scenario's users are recognisable. */
+  readonly prefix: string;
+  /** Requests in flight at once. @default 16 */
+  readonly concurrency?: number;
+  /** Stop after this many requests. @default Infinity */
+  readonly limit?: number;
+  /** Total requests per second across workers, or 0 for as fast as possible. @default 0 */
+  readonly ratePerSecond?: number;
+  /**
+   * A request without an answer after this long counts as indeterminate; it
+   * is far above any timeout of the API, so it means the API hung.
+   * @default 10_000
+   */
+  readonly timeoutMs?: number;
+}
+
+/** Classifies an HTTP answer. */
+export async function classify(
+  name: string,
+  url: string,
+  sentAt: number,
+  response: Response,
+): Promise<Outcome> {
+  const ms = Date.now() - sentAt;
+  const status = response.status;
+  const retryAfter = response.headers.get("Retry-After");
+  const text = await response.text().catch(() => "");
+  let body: { id?: unknown; error?: unknown; code?: unknown } | undefined;
+  try {
+    body = JSON.parse(text) ?? undefined;
+  } catch {
+    body = undefined;
+  }
+  const base = { name, url, status, sentAt, ms, retryAfter };
+  if (status === 202) {
+    if (typeof body?.id === "string") return { ...base, kind: "accepted", id: body.id };
+    return { ...base, kind: "unexpected", detail: `202 without an id: ${text}` };
+  }
+  // The API's refusals carry their code in the body; Traefik's own 503 has no JSON body for it.
+  const error = typeof body?.error === "string" ? body.error : undefined;
+  const code = typeof body?.code === "string" && error !== undefined
+    ? body.code
+    : response.headers.get(ERROR_CODE_HEADER) ?? undefined;
+  const refusal = {
+    ...base,
+    kind: "rejected" as const,
+    code,
+    detail: error ?? text.trim(),
+    ...(typeof body?.id === "string" ? { id: body.id } : {}),
+  };
+  if (code !== undefined && status >= 400 && status < 500) return refusal;
+  if (code !== undefined && status === 503 && retryAfter !== null) return refusal;
+  return { ...base, kind: "unexpected", code, detail: `${status} ${text}` };
+}
+
+/** Posts users with unique names until stopped, recording every outcome. */
+export class LoadGenerator {
+  readonly outcomes: Outcome[] = [];
+  readonly #options: Required<LoadOptions>;
+  readonly #workers: Promise<void>[] = [];
+  #sent = 0;
+  #inFlight = new Map<number, { name: string; url: string; sentAt: number }>();
+  #withdrawn = new Set<string>();
+  #stopped = false;
+  #startedAt = 0;
+
+  constructor(options: LoadOptions) {
+    this.#options = {
+      concurrency: 16,
+      limit: Infinity,
+      ratePerSecond: 0,
+      timeoutMs: 10_000,
+      ...options,
+    };
+  }
+
+  /** Starts the workers; returns at once. */
+  start(): this {
+    this.#startedAt = Date.now();
+    for (let i = 0; i < this.#options.concurrency; i++) this.#workers.push(this.#work());
+    return this;
+  }
+
+  /** Requests sent so far. */
+  get sent(): number {
+    return this.#sent;
+  }
+
+  /** Requests waiting for an answer now, per API URL. */
+  inFlight(url?: string): number {
+    let count = 0;
+    for (const request of this.#inFlight.values()) {
+      if (url === undefined || request.url === url) count++;
+    }
+    return count;
+  }
+
+  /** The names of the requests waiting for an answer now, per API URL. */
+  inFlightNames(url?: string): string[] {
+    return [...this.#inFlight.values()]
+      .filter((request) => url === undefined || request.url === url)
+      .map((request) => request.name);
+  }
+
+  /**
+   * Sends nothing more to `url` until {@linkcode restore}, as a load balancer
+   * does with a replica that is down; requests already sent go on.
+   */
+  withdraw(url: string): void {
+    this.#withdrawn.add(url);
+  }
+
+  /** Sends to `url` again. */
+  restore(url: string): void {
+    this.#withdrawn.delete(url);
+  }
+
+  /** Outcomes of this kind so far. */
+  count(kind: Outcome["kind"]): number {
+    return this.outcomes.filter((outcome) => outcome.kind === kind).length;
+  }
+
+  /** Resolves once every worker finished (the limit was reached, or {@linkcode stop}). */
+  async finished(): Promise<Outcome[]> {
+    await Promise.all(this.#workers);
+    return this.outcomes;
+  }
+
+  /** Sends no new request, waits for the ones in flight, and returns every outcome. */
+  stop(): Promise<Outcome[]> {
+    this.#stopped = true;
+    return this.finished();
+  }
+
+  async #work(): Promise<void> {
+    const { prefix, limit, ratePerSecond, timeoutMs } = this.#options;
+    while (!this.#stopped && this.#sent < limit) {
+      const n = this.#sent++;
+      if (ratePerSecond > 0) {
+        const due = this.#startedAt + (n * 1_000) / ratePerSecond;
+        const wait = due - Date.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        if (this.#stopped) break;
+      }
+      let url = this.#pick(n);
+      while (url === undefined && !this.#stopped) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        url = this.#pick(n);
+      }
+      if (url === undefined) break;
+      const name = `${prefix}-${n}`;
+      const sentAt = Date.now();
+      this.#inFlight.set(n, { name, url, sentAt });
+      // A timer of our own rather than AbortSignal.timeout, so none outlives the request.
+      const abort = new AbortController();
+      const timer = setTimeout(
+        () => abort.abort(new DOMException(`no answer within ${timeoutMs} ms`, "TimeoutError")),
+        timeoutMs,
+      );
+      try {
+        const response = await fetch(`${url}/users`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ name }),
+          signal: abort.signal,
+        });
+        this.outcomes.push(await classify(name, url, sentAt, response));
+      } catch (error) {
+        this.outcomes.push({
+          name,
+          url,
+          kind: "indeterminate",
+          detail: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+          sentAt,
+          ms: Date.now() - sentAt,
+          timedOut: abort.signal.aborted,
+        });
+      } finally {
+        clearTimeout(timer);
+        this.#inFlight.delete(n);
+      }
+    }
+  }
+
+  /** Request `n`'s API: round-robin over the ones not withdrawn; undefined when none is left. */
+  #pick(n: number): string | undefined {
+    const live = this.#options.urls.filter((url) => !this.#withdrawn.has(url));
+    return live[n % live.length];
+  }
+}
