@@ -41,29 +41,18 @@
  * @module
  */
 
-import { Cluster, Redis, type RedisOptions } from "ioredis";
-import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { rotatingWait } from "../queue/blocking_wait.ts";
-import { clusterNodes } from "../queue/config.ts";
-import { withDeadline } from "../queue/deadline.ts";
 import { errorText, EventLog } from "../queue/event_log.ts";
 import { queueShards } from "../queue/keys.ts";
 import { Readiness } from "../queue/readiness.ts";
-import {
-  clusterOptions,
-  consumerBlockingOptions,
-  consumerCommandOptions,
-} from "../queue/redis_options.ts";
+import { closeRedis, createRedisClient } from "../queue/redis_client.ts";
+import { consumerBlockingOptions, consumerCommandOptions } from "../queue/redis_options.ts";
 import type { Batch } from "../queue/redis_queue.ts";
 import { ShardedQueue } from "../queue/sharded_queue.ts";
 import { readQueueStats } from "../queue/queue_stats.ts";
 import { migrate } from "../schema/migrate.ts";
-import {
-  isArrayTypeFetchFailure,
-  postgresOptions,
-  PostgresSockets,
-} from "../schema/postgres_options.ts";
+import { postgresClients } from "../schema/postgres_client.ts";
 import { batchSizeOf, type ConsumerConfig, loadConsumerConfig } from "./config.ts";
 import { Consumer, type Step } from "./consumer.ts";
 import { logConsumerEvent } from "./consumer_log.ts";
@@ -102,28 +91,13 @@ const replica = config.REPLICA_ID || Deno.hostname();
 const log = new EventLog("server-consumer", { replica });
 
 const cluster = config.REDIS_CLUSTER_NODES !== "";
-const connect = (options: RedisOptions) =>
-  cluster
-    ? new Cluster(clusterNodes(config.REDIS_CLUSTER_NODES), clusterOptions(options))
-    : new Redis(config.REDIS_URL, options);
-const commands = connect(consumerCommandOptions);
+// Errors surface through the loop's outage events.
+const commands = createRedisClient(config, consumerCommandOptions, { errors: "ignore" });
 // In a cluster, a client of its own too: it blocks its connection to the node it waits on.
-const blocking = connect(consumerBlockingOptions);
-// Errors surface through the loop's outage events; without listeners ioredis prints each retry.
-commands.on("error", () => {});
-blocking.on("error", () => {});
+const blocking = createRedisClient(config, consumerBlockingOptions, { errors: "ignore" });
 
-// postgres.js's own array-type query on each new connection is awaited by
-// nothing: when that connection dies meanwhile (a backend terminated, a client
-// thrown away at its deadline), its rejection would end the process, every
-// consumer at once (`isArrayTypeFetchFailure`).
-globalThis.addEventListener("unhandledrejection", (event) => {
-  if (isArrayTypeFetchFailure(event.reason)) event.preventDefault();
-});
-
-// Every PostgreSQL socket of the process, destroyed at exit: one to a frozen
-// server would otherwise stay open after end() and keep the process alive.
-const pgSockets = new PostgresSockets(config);
+// Every PostgreSQL client of the process, its sockets destroyed at exit.
+const postgres = postgresClients(config);
 const keys = queueShards(config.QUEUE_NAME, { shards: config.QUEUE_SHARDS, cluster });
 // No WAIT on the consumer's moves. A failover can undo a fetch or an acknowledgement the new
 // master never received, and either undo only delivers those users again: the insert is
@@ -133,13 +107,10 @@ const keys = queueShards(config.QUEUE_NAME, { shards: config.QUEUE_SHARDS, clust
 const queue = new ShardedQueue(commands, keys);
 const store = new PostgresStore(
   () =>
-    postgres({
-      ...postgresOptions(config),
-      ...pgSockets.options,
+    postgres.connect({
       // Two: the insert of the batch taken early runs beside the one in
       // progress (see consumer.ts), not queued behind it on one connection.
       max: 2,
-      onnotice: () => {},
       // A server-side bound as well, for statements that run but never finish.
       connection: { statement_timeout: config.STATEMENT_TIMEOUT_MS },
       // No reconnect delay of postgres.js' own: the loop already retries with
@@ -235,11 +206,8 @@ let migrationFailure: unknown;
 try {
   // One connection, so that the migration's advisory lock and its statements
   // share a session; ended at once (in flight or not) on a stop.
-  const migrationSql = postgres({
-    ...postgresOptions(config),
-    ...pgSockets.options,
+  const migrationSql = postgres.connect({
     max: 1,
-    onnotice: () => {},
     // migrateOnStart retries with backoff; postgres.js' own would only delay it.
     backoff: () => 0,
   });
@@ -285,15 +253,13 @@ try {
   failure = error;
 } finally {
   // The blocking connection holds nothing to flush; quit() on it would wait
-  // for a frozen Redis forever. A failed or late quit() leaves ioredis
-  // reconnecting, which would keep the process alive: disconnect both for good.
+  // for a frozen Redis forever: disconnected at once, for good.
   blocking.disconnect();
   await Promise.allSettled([
     store.close(CLOSE_TIMEOUT_MS / 1_000),
-    withDeadline(commands.quit(), CLOSE_TIMEOUT_MS, "say goodbye to Redis"),
+    closeRedis(commands, CLOSE_TIMEOUT_MS),
   ]);
-  commands.disconnect();
-  pgSockets.destroyAll();
+  postgres.destroyAll();
   // Last, so /healthz says alive for as long as the process works.
   await health.shutdown();
 }

@@ -39,23 +39,17 @@
  * @module
  */
 
-import { Cluster, Redis } from "ioredis";
-import postgres from "postgres";
 import { withDeadline } from "../queue/deadline.ts";
 import { DeadLetters } from "../queue/dead_letters.ts";
 import { errorText, EventLog } from "../queue/event_log.ts";
-import { clusterNodes } from "../queue/config.ts";
 import { queueShards } from "../queue/keys.ts";
 import { ShardedPushes } from "../queue/grouped_pushes.ts";
 import { Readiness } from "../queue/readiness.ts";
-import { apiRedisOptions, clusterOptions } from "../queue/redis_options.ts";
+import { closeRedis, createRedisClient } from "../queue/redis_client.ts";
+import { apiRedisOptions } from "../queue/redis_options.ts";
 import { readOverview } from "../queue/overview.ts";
 import { ShardedQueue } from "../queue/sharded_queue.ts";
-import {
-  isArrayTypeFetchFailure,
-  postgresOptions,
-  PostgresSockets,
-} from "../schema/postgres_options.ts";
+import { postgresClients } from "../schema/postgres_client.ts";
 import { findUser, insertUsers, listUsers } from "../schema/users_table.ts";
 import { createApp } from "./app.ts";
 import { loadServerConfig, type ServerConfig } from "./config.ts";
@@ -76,43 +70,11 @@ const replica = config.REPLICA_ID || Deno.hostname();
 const log = new EventLog("server", { replica });
 
 const cluster = config.REDIS_CLUSTER_NODES !== "";
-const redis = cluster
-  ? new Cluster(
-    clusterNodes(config.REDIS_CLUSTER_NODES),
-    clusterOptions(apiRedisOptions(config.REDIS_TIMEOUT_MS)),
-  )
-  : new Redis(config.REDIS_URL, apiRedisOptions(config.REDIS_TIMEOUT_MS));
-// ioredis emits an error per failed reconnect; one record per outage is enough.
-let redisDown = false;
-redis.on("error", (error: Error) => {
-  if (!redisDown) {
-    log.warn("redis_unavailable", {
-      error,
-      msg: `redis unavailable, answering 503: ${errorText(error)}`,
-    });
-  }
-  redisDown = true;
+const redis = createRedisClient(config, apiRedisOptions(config.REDIS_TIMEOUT_MS), {
+  errors: { log, whileUnavailable: "answering 503" },
 });
-redis.on("ready", () => {
-  log.info("redis_ready", { msg: redisDown ? "redis is back" : "redis is ready" });
-  redisDown = false;
-});
-
-// postgres.js's own array-type query on each new connection is awaited by nothing: when that
-// connection dies meanwhile (a backend terminated), its rejection would end the process
-// (`isArrayTypeFetchFailure`).
-globalThis.addEventListener("unhandledrejection", (event) => {
-  if (isArrayTypeFetchFailure(event.reason)) event.preventDefault();
-});
-
-// Destroyed at exit: a socket to a frozen server stays open after end().
-const pgSockets = new PostgresSockets(config);
-const sql = postgres({
-  ...postgresOptions(config),
-  ...pgSockets.options,
-  max: config.API_MODE === "direct" ? 8 : 2,
-  onnotice: () => {},
-});
+const postgres = postgresClients(config);
+const sql = postgres.connect({ max: config.API_MODE === "direct" ? 8 : 2 });
 // A push Redis runs after half the timeout is void, so one that outlives the
 // 503 we answered (Redis frozen, then resumed) cannot queue the user anyway.
 const queue = new ShardedQueue(
@@ -256,14 +218,8 @@ function stop(signal: Deno.Signal): Promise<void> {
     // No new connection from here on; the requests already received are answered in full.
     await withDeadline(server.shutdown(), IN_FLIGHT_GRACE_MS, "finish the requests in flight")
       .catch(() => {});
-    await Promise.allSettled([
-      withDeadline(redis.quit(), config.REDIS_TIMEOUT_MS, "say goodbye to Redis"),
-      sql.end({ timeout: 5 }),
-    ]);
-    // quit() fails while Redis is down or frozen, and ioredis then keeps
-    // reconnecting, which would keep this process alive until SIGKILL.
-    redis.disconnect();
-    pgSockets.destroyAll();
+    await Promise.allSettled([closeRedis(redis, config.REDIS_TIMEOUT_MS), sql.end({ timeout: 5 })]);
+    postgres.destroyAll();
     await new Promise((resolve) => setTimeout(resolve, CLOSED_LINGER_MS));
     log.info("stopped", { msg: "stopped" });
   })();
