@@ -1,6 +1,6 @@
 /**
  * The API process: parses its configuration, connects to Redis (and to
- * PostgreSQL for `GET /users/:id` and the direct mode), serves the app, and
+ * PostgreSQL for `GET /users/:id` and `GET /users`), serves the app, and
  * on SIGTERM/SIGINT shuts down in two phases: first it drains (`/readyz`
  * answers 503 while everything else is served as before, for
  * SHUTDOWN_DRAIN_MS, so that Traefik's health check takes the replica out of
@@ -11,9 +11,8 @@
  * that still lists it is refused at once, and exits 0. It never answers a
  * request it received with a refusal of its own.
  *
- * `/readyz` is 200 while Redis answers a PING within REDIS_TIMEOUT_MS (in
- * `API_MODE=direct`, while PostgreSQL answers `select 1`: what accepting
- * needs). It logs JSON lines (`queue/event_log.ts`): `listening`,
+ * `/readyz` is 200 while Redis answers a PING within REDIS_TIMEOUT_MS: what
+ * accepting needs. It logs JSON lines (`queue/event_log.ts`): `listening`,
  * `redis_unavailable` and `redis_ready`, `unexpected_error`, `stopping` (the
  * drain begins), `stopped`, and `config_invalid` before exiting 1 on a bad
  * variable.
@@ -31,7 +30,7 @@
  * answers 202 only once that many replicas confirmed the push
  * (`queue/redis_queue.ts`), one group per shard in flight at a time.
  *
- * Reads env: PORT, API_MODE, BODY_LIMIT_BYTES, IDEMPOTENCY_TTL_SECONDS, REDIS_URL,
+ * Reads env: PORT, BODY_LIMIT_BYTES, IDEMPOTENCY_TTL_SECONDS, REDIS_URL,
  * REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS, REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT_MS,
  * SHUTDOWN_DRAIN_MS, REPLICA_ID, ADMIN_TOKEN, QUEUE_NAME, QUEUE_SHARDS, QUEUE_MAX_LENGTH, PGHOST,
  * PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
@@ -50,7 +49,7 @@ import { apiRedisOptions } from "../queue/redis_options.ts";
 import { readOverview } from "../queue/overview.ts";
 import { ShardedQueue } from "../queue/sharded_queue.ts";
 import { postgresClients } from "../schema/postgres_client.ts";
-import { findUser, insertUsers, listUsers } from "../schema/users_table.ts";
+import { findUser, listUsers } from "../schema/users_table.ts";
 import { createApp } from "./app.ts";
 import { loadServerConfig, type ServerConfig } from "./config.ts";
 import { ApiMetrics } from "./metrics.ts";
@@ -74,7 +73,7 @@ const redis = createRedisClient(config, apiRedisOptions(config.REDIS_TIMEOUT_MS)
   errors: { log, whileUnavailable: "answering 503" },
 });
 const postgres = postgresClients(config);
-const sql = postgres.connect({ max: config.API_MODE === "direct" ? 8 : 2 });
+const sql = postgres.connect({ max: 2 });
 // A push Redis runs after half the timeout is void, so one that outlives the
 // 503 we answered (Redis frozen, then resumed) cannot queue the user anyway.
 const queue = new ShardedQueue(
@@ -94,36 +93,29 @@ const pushes = new ShardedPushes(
   (id) => queue.shardIndexOf(id),
 );
 
-const queueMode = config.API_MODE === "queue";
 // What accepting a user needs, probed on each GET /readyz.
 const readiness = new Readiness(
-  queueMode ? { redis: () => redis.ping() } : { postgres: () => sql`select 1` },
+  { redis: () => redis.ping() },
   { timeoutMs: config.REDIS_TIMEOUT_MS },
 );
 
 const app = createApp({
-  accept: queueMode
-    ? (user) => pushes.enqueue(user)
-    : async (user) => void await insertUsers(sql, [user]),
+  accept: (user) => pushes.enqueue(user),
   // A keyed request is pushed alone (its record is checked and written in the push's step), in
   // the key's shard.
-  acceptOnce: queueMode
-    ? {
-      newId: (key) => queue.idForKey(key),
-      accept: (user, key) =>
-        queue.enqueueOnce(user, {
-          key,
-          maxLength: config.QUEUE_MAX_LENGTH,
-          ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS,
-        }),
-    }
-    : undefined,
-  // The direct mode is the course's baseline, measured as it is: no bound of ours.
-  acceptTimeoutMs: queueMode ? config.REDIS_TIMEOUT_MS : Infinity,
+  acceptOnce: {
+    newId: (key) => queue.idForKey(key),
+    accept: (user, key) =>
+      queue.enqueueOnce(user, {
+        key,
+        maxLength: config.QUEUE_MAX_LENGTH,
+        ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS,
+      }),
+  },
+  acceptTimeoutMs: config.REDIS_TIMEOUT_MS,
   readiness,
-  // The direct mode writes no index: the table alone says whether a user is stored.
   userStatus: userStatusReader({
-    indexed: queueMode ? (id) => queue.indexed(id) : undefined,
+    indexed: (id) => queue.indexed(id),
     findUser: (id) => findUser(sql, id),
   }),
   listUsers: (limit) => listUsers(sql, limit),
@@ -197,12 +189,7 @@ if (redis.status !== "ready") {
 const server = Deno.serve({
   port: config.PORT,
   hostname: "0.0.0.0",
-  onListen: ({ port }) =>
-    log.info("listening", {
-      port,
-      api_mode: config.API_MODE,
-      msg: `listening on :${port} (API_MODE=${config.API_MODE})`,
-    }),
+  onListen: ({ port }) => log.info("listening", { port, msg: `listening on :${port}` }),
 }, serve);
 
 function stop(signal: Deno.Signal): Promise<void> {
