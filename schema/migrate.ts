@@ -16,7 +16,7 @@
  * @module
  */
 
-import postgres from "postgres";
+import type postgres from "postgres";
 import shift from "postgres-shift";
 import { fileURLToPath } from "node:url";
 import { parseEnv } from "../queue/config.ts";
