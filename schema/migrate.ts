@@ -16,12 +16,13 @@
  * @module
  */
 
-import postgres from "postgres";
+import type postgres from "postgres";
 import shift from "postgres-shift";
 import { fileURLToPath } from "node:url";
 import { parseEnv } from "../queue/config.ts";
 import { errorText, EventLog } from "../queue/event_log.ts";
-import { type PostgresConfig, postgresOptions, postgresVars } from "./postgres_options.ts";
+import { postgresClients } from "./postgres_client.ts";
+import { type PostgresConfig, postgresVars } from "./postgres_options.ts";
 
 /** Any fixed number: it only has to be the same for every migrating process. */
 const MIGRATION_LOCK_ID = 7_102_024;
@@ -106,7 +107,8 @@ if (import.meta.main) {
     log.error("config_invalid", { error, msg: errorText(error) });
     Deno.exit(1);
   }
-  const sql = postgres({ ...postgresOptions(config), max: 1, onnotice: () => {} });
+  const clients = postgresClients(config);
+  const sql = clients.connect({ max: 1 });
   try {
     // The database may still be starting (compose's healthcheck races its init scripts).
     for (let attempt = 1;; attempt++) {
@@ -128,5 +130,6 @@ if (import.meta.main) {
     Deno.exitCode = 1;
   } finally {
     await sql.end({ timeout: 5 });
+    clients.destroyAll();
   }
 }

@@ -1,7 +1,7 @@
 /**
  * The statements on table `users` (created by `migrations/00001_create_users`),
- * shared by the consumer (batched inserts), the API's direct mode and its
- * status endpoint, so the SQL for a table lives beside the table.
+ * shared by the consumer (batched inserts), the API's status endpoint and
+ * the benchmark's direct server, so the SQL for a table lives beside the table.
  *
  * @module
  */
@@ -30,7 +30,7 @@ export type StoredUser = Readonly<z.infer<typeof storedUser>>;
  * Inserts the users in one statement, whatever their number: three arrays
  * unnested server-side, so there is no 65,535-parameter limit and the
  * statement text (and its prepared plan) is the same for 2 rows or 5,000; a
- * single user (single mode, the API's direct mode) goes as one row of plain
+ * single user (single mode, the benchmark's direct server) goes as one row of plain
  * parameters, which spares both sides the arrays. Rows whose id is already
  * stored are skipped (redelivery is harmless); resolves to how many rows this
  * statement actually inserted.

@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { type Env, intVar, parseEnv, queueVars } from "../queue/config.ts";
 import { postgresVars } from "../schema/postgres_options.ts";
+import type { ConsumerOptions } from "./consumer.ts";
 
 /** Every variable the consumer reads, with its rule and default. */
 export const consumerVars = {
@@ -45,14 +46,6 @@ export const consumerVars = {
   RETRY_MAX_DELAY_MS: intVar(10, 60_000).default(5_000),
   /** Time to finish the batch in hand after SIGTERM; below compose's stop_grace_period. */
   SHUTDOWN_TIMEOUT_MS: intVar(0, 600_000).default(20_000),
-  /**
-   * Fault injection for the test suite only: the process SIGKILLs itself at
-   * this step of every batch (`fetched`: after the move, before the insert;
-   * `stored`: after the commit, before the acknowledgement).
-   */
-  FAULT_CRASH_AT: z.enum(["none", "fetched", "stored"]).default("none"),
-  /** Fault injection for the test suite only: SIGKILL itself on a batch holding this name. */
-  FAULT_CRASH_ON_NAME: z.string().default(""),
 };
 
 /** The consumer's parsed configuration. */
@@ -61,6 +54,19 @@ export type ConsumerConfig = ReturnType<typeof loadConsumerConfig>;
 /** Parses the consumer's variables or throws a `TypeError` naming the bad ones. */
 export function loadConsumerConfig(env: Env) {
   return parseEnv("server-consumer", consumerVars, env);
+}
+
+/** The loop's settings (`consumer.ts`), from the configuration. */
+export function loopOptions(config: ConsumerConfig) {
+  return {
+    batchSize: batchSizeOf(config),
+    heartbeatTtlMs: config.HEARTBEAT_TTL_MS,
+    recoveryIntervalMs: config.RECOVERY_INTERVAL_MS,
+    maxCrashes: config.MAX_CRASHES,
+    blockTimeoutSeconds: config.BLOCK_TIMEOUT_SECONDS,
+    retryMaxDelayMs: config.RETRY_MAX_DELAY_MS,
+    shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+  } satisfies Partial<ConsumerOptions>;
 }
 
 /** Rows per statement: single mode is a batch of one through the same code path. */

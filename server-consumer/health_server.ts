@@ -9,6 +9,7 @@
  * @module
  */
 
+import { errorText, type EventLog } from "../queue/event_log.ts";
 import { aliveResponse, type Readiness } from "../queue/readiness.ts";
 
 /** Options of {@linkcode healthHandler}. */
@@ -52,18 +53,32 @@ export interface ServeHealthOptions extends HealthHandlerOptions {
   readonly port: number;
   /** @default "0.0.0.0" */
   readonly hostname?: string;
-  /** Called once it listens, with the port. */
-  readonly onListen?: (port: number) => void;
+  /** Writes `listening`, or `listen_failed` when the port cannot be had. */
+  readonly log: EventLog;
+  /** Ends the process when the port cannot be had. @default Deno.exit */
+  readonly exit?: (code: number) => never;
 }
 
-/** Serves {@linkcode healthHandler} until the returned server's `shutdown()`. */
+/**
+ * Serves {@linkcode healthHandler} until the returned server's `shutdown()`.
+ * A consumer that cannot serve its probes must not run unseen: when the port
+ * cannot be had, it logs `listen_failed` and exits 1.
+ */
 export function serveHealth(
   readiness: Readiness,
   options: ServeHealthOptions,
 ): Deno.HttpServer<Deno.NetAddr> {
-  const { port, hostname = "0.0.0.0", onListen = () => {}, metrics } = options;
-  return Deno.serve(
-    { port, hostname, onListen: ({ port }) => onListen(port) },
-    healthHandler(readiness, { metrics }),
-  );
+  const { port, hostname = "0.0.0.0", log, exit = Deno.exit, metrics } = options;
+  try {
+    return Deno.serve({
+      port,
+      hostname,
+      onListen: ({ port }) =>
+        log.info("listening", { port, msg: `/healthz, /readyz and /metrics on :${port}` }),
+    }, healthHandler(readiness, { metrics }));
+  } catch (error) {
+    const msg = `Cannot serve /healthz and /readyz on port ${port}: ${errorText(error)}`;
+    log.error("listen_failed", { port, error, msg });
+    return exit(1);
+  }
 }

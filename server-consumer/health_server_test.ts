@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { EventLog } from "../queue/event_log.ts";
 import { Readiness } from "../queue/readiness.ts";
 import { healthHandler, serveHealth } from "./health_server.ts";
 
@@ -7,15 +8,16 @@ Deno.test("serveHealth() answers /healthz and /readyz over HTTP, on a port of it
     timeoutMs: 100,
     starting: "migrating the schema",
   });
-  let listening = 0;
+  const records: Record<string, unknown>[] = [];
   const server = serveHealth(readiness, {
     port: 0,
     hostname: "127.0.0.1",
-    onListen: (port) => listening = port,
+    log: new EventLog("server-consumer", { write: (line) => records.push(JSON.parse(line)) }),
   });
   try {
     const url = `http://127.0.0.1:${server.addr.port}`;
-    assert.equal(listening, server.addr.port);
+    assert.equal(records[0]?.event, "listening");
+    assert.equal(records[0]?.port, server.addr.port);
     const alive = await fetch(`${url}/healthz`);
     assert.equal(alive.status, 200);
     assert.deepEqual(await alive.json(), { status: "alive" });
@@ -58,4 +60,28 @@ Deno.test("healthHandler() answers GET /metrics when given metrics", async () =>
   const wrong = await handle(new Request("http://consumer/metrics", { method: "POST" }));
   assert.equal(wrong.status, 405);
   await wrong.body?.cancel();
+});
+
+Deno.test("serveHealth() logs listen_failed and exits 1 when its port is taken", () => {
+  const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const records: Record<string, unknown>[] = [];
+  try {
+    assert.throws(
+      () =>
+        serveHealth(new Readiness({}, { timeoutMs: 100 }), {
+          port: taken.addr.port,
+          hostname: "127.0.0.1",
+          log: new EventLog("server-consumer", { write: (line) => records.push(JSON.parse(line)) }),
+          exit: (code) => {
+            throw new Error(`exit ${code}`);
+          },
+        }),
+      /^Error: exit 1$/,
+    );
+  } finally {
+    taken.close();
+  }
+  assert.equal(records[0]?.event, "listen_failed");
+  assert.equal(records[0]?.port, taken.addr.port);
+  assert.match(String(records[0]?.msg), /^Cannot serve \/healthz and \/readyz on port \d+: /);
 });

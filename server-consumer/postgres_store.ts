@@ -19,6 +19,26 @@ import type { UserEnvelope } from "../queue/envelope.ts";
 import { insertUsers, storedNames } from "../schema/users_table.ts";
 import type { UserStore } from "./user_writer.ts";
 
+/**
+ * The postgres.js options of each client of the store, its statements bounded
+ * server-side by `statementTimeoutMs` as well.
+ */
+export function storeClientOptions(statementTimeoutMs: number) {
+  return {
+    // Two: the insert of the batch taken early runs beside the one in
+    // progress (see consumer.ts), not queued behind it on one connection.
+    max: 2,
+    // A server-side bound as well, for statements that run but never finish.
+    connection: { statement_timeout: statementTimeoutMs },
+    // No reconnect delay of postgres.js' own: the loop already retries with
+    // backoff. After a long outage postgres.js would wait up to 20 s before
+    // reconnecting, which only delays recovery, and a reconnect timer still
+    // pending at shutdown reopens a socket after end(), so the process would
+    // never exit.
+    backoff: () => 0,
+  } satisfies postgres.Options<Record<string, never>>;
+}
+
 /** A {@link UserStore} over postgres.js that replaces its client after a timeout. */
 export class PostgresStore implements UserStore {
   readonly #connect: () => postgres.Sql;

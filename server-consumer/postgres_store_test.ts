@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
-import { PostgresStore } from "./postgres_store.ts";
+import { PostgresStore, storeClientOptions } from "./postgres_store.ts";
 
 /** A postgres.js client whose every statement answers `reply()`, recording its end() calls. */
 function fakeClient(reply: () => Promise<unknown>) {
@@ -31,4 +31,11 @@ Deno.test("PostgresStore replaces a client that missed the deadline and ends eve
   await closing;
   assert.deepEqual(frozen.ends, [0, 1]);
   assert.deepEqual(healthy.ends, [1]);
+});
+
+Deno.test("storeClientOptions() bounds each statement server-side too and leaves retrying to the loop", () => {
+  const options = storeClientOptions(2_500);
+  assert.equal(options.max, 2);
+  assert.deepEqual(options.connection, { statement_timeout: 2_500 });
+  assert.equal(options.backoff(), 0);
 });

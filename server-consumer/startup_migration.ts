@@ -19,10 +19,15 @@
  * @module
  */
 
-import { ForeignUsersTableError } from "../schema/migrate.ts";
+import type postgres from "postgres";
+import type { EventLog } from "../queue/event_log.ts";
+import type { Readiness } from "../queue/readiness.ts";
+import { ForeignUsersTableError, migrate, type MigrateOptions } from "../schema/migrate.ts";
+import type { PostgresClientOptions } from "../schema/postgres_client.ts";
 import { isUnreachable } from "../schema/postgres_options.ts";
 import { backoffDelay, Outage, type OutageEvent } from "./backoff.ts";
 import { systemClock } from "./clock.ts";
+import { logConsumerEvent } from "./consumer_log.ts";
 
 /** Options of {@linkcode migrateOnStart}. */
 export interface MigrateOnStartOptions {
@@ -74,4 +79,59 @@ export async function migrateOnStart(options: MigrateOnStartOptions): Promise<bo
     }
   }
   return false;
+}
+
+/** Options of {@linkcode migrateSchemaOnStart}. */
+export interface SchemaOnStartOptions {
+  /** Makes a postgres.js client (`schema/postgres_client.ts`). */
+  readonly connect: (options: PostgresClientOptions) => postgres.Sql;
+  /** Receives `migrating` per migration applied, the outage events and `schema_conflict`. */
+  readonly log: EventLog;
+  /** Told why the consumer is not ready while a table it did not create is in the way. */
+  readonly readiness: Pick<Readiness, "starting">;
+  /** Longest pause between two attempts, and between two checks of that table. */
+  readonly retryMaxDelayMs: number;
+  /** Aborts when the process is told to stop. */
+  readonly signal: AbortSignal;
+  /** Applies the pending migrations through `sql`. @default `migrate` of `schema/migrate.ts` */
+  readonly migrate?: (sql: postgres.Sql, options: MigrateOptions) => Promise<void>;
+}
+
+/**
+ * The consumer's first step as its process takes it: {@linkcode migrateOnStart}
+ * on a client of one connection, so that the migration's advisory lock and its
+ * statements share a session, each migration applied and a foreign table
+ * logged. The client is ended once the step is over: at once (in flight or
+ * not) on a stop or a failure. Resolves and rejects as `migrateOnStart`.
+ */
+export async function migrateSchemaOnStart(options: SchemaOnStartOptions): Promise<boolean> {
+  const { connect, log, readiness, retryMaxDelayMs, signal } = options;
+  const apply = options.migrate ?? migrate;
+  // migrateOnStart retries with backoff; postgres.js' own would only delay it.
+  const sql = connect({ max: 1, backoff: () => 0 });
+  let migrated = false;
+  try {
+    migrated = await migrateOnStart({
+      migrate: () =>
+        apply(sql, {
+          onMigration: ({ id, name }) =>
+            log.info("migrating", { id, name, msg: `migrating ${id} ${name}` }),
+        }),
+      retryMaxDelayMs,
+      onEvent: (event) => logConsumerEvent(log, event),
+      onForeignTable: (error) => {
+        log.error("schema_conflict", {
+          error,
+          msg: `${error.message} This consumer stays up, not ready, and checks again every ` +
+            `${retryMaxDelayMs} ms.`,
+        });
+        readiness.starting('schema: a table "users" this pipeline did not create is in the way');
+      },
+      recheckMs: retryMaxDelayMs,
+      signal,
+    });
+    return migrated;
+  } finally {
+    await sql.end({ timeout: migrated ? 5 : 0 });
+  }
 }

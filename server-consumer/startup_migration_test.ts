@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
 import type { OutageEvent } from "./backoff.ts";
 import { ForeignUsersTableError } from "../schema/migrate.ts";
-import { migrateOnStart } from "./startup_migration.ts";
+import type postgres from "postgres";
+import { EventLog } from "../queue/event_log.ts";
+import type { MigrateOptions } from "../schema/migrate.ts";
+import type { PostgresClientOptions } from "../schema/postgres_client.ts";
+import { migrateOnStart, migrateSchemaOnStart } from "./startup_migration.ts";
 
 const refused = () =>
   Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), {
@@ -103,4 +107,74 @@ Deno.test("migrateOnStart() reports a foreign users table once and checks again 
     signal: stop.signal,
   });
   assert.equal(await waiting, false, "a stop ends the wait");
+});
+
+/** The parts `migrateSchemaOnStart` is given, recording what it does with them. */
+function schemaStep(migrate: (sql: postgres.Sql, options: MigrateOptions) => Promise<void>) {
+  const records: Record<string, unknown>[] = [];
+  const connected: PostgresClientOptions[] = [];
+  const ended: unknown[] = [];
+  const starting: string[] = [];
+  const sql = {
+    end: (options: unknown) => {
+      ended.push(options);
+      return Promise.resolve();
+    },
+  } as unknown as postgres.Sql;
+  const options = {
+    connect: (options: PostgresClientOptions) => {
+      connected.push(options);
+      return sql;
+    },
+    log: new EventLog("server-consumer", { write: (line) => records.push(JSON.parse(line)) }),
+    readiness: { starting: (reason: string) => void starting.push(reason) },
+    retryMaxDelayMs: 5,
+    signal: new AbortController().signal,
+    migrate,
+  };
+  return { options, records, connected, ended, starting };
+}
+
+Deno.test("migrateSchemaOnStart() migrates on one connection of its own, logs each migration and ends it", async () => {
+  const step = schemaStep((_sql, { onMigration }) => {
+    onMigration?.({ id: 1, name: "create_users" });
+    return Promise.resolve();
+  });
+  assert.equal(await migrateSchemaOnStart(step.options), true);
+  assert.equal(step.connected.length, 1);
+  assert.equal(step.connected[0]!.max, 1);
+  assert.equal(step.connected[0]!.backoff instanceof Function, true);
+  assert.deepEqual(
+    step.records.map(({ event, id, name }) => ({ event, id, name })),
+    [{ event: "migrating", id: 1, name: "create_users" }],
+  );
+  assert.deepEqual(step.ended, [{ timeout: 5 }]);
+});
+
+Deno.test("migrateSchemaOnStart() says once that a foreign users table is in the way, stays unready, and migrates once it is gone", async () => {
+  let attempts = 0;
+  const step = schemaStep(() =>
+    ++attempts < 3
+      ? Promise.reject(new ForeignUsersTableError(["id integer", "name text"]))
+      : Promise.resolve()
+  );
+  assert.equal(await migrateSchemaOnStart(step.options), true);
+  assert.deepEqual(step.records.map((r) => r.event), ["schema_conflict"]);
+  assert.match(String(step.records[0]!.msg), /stays up, not ready, and checks again every 5 ms/);
+  assert.deepEqual(step.starting, [
+    'schema: a table "users" this pipeline did not create is in the way',
+  ]);
+});
+
+Deno.test("migrateSchemaOnStart() ends its connection at once on a stop or a failure", async () => {
+  const stopped = schemaStep(() => Promise.reject(refused()));
+  const stop = new AbortController();
+  stop.abort();
+  assert.equal(await migrateSchemaOnStart({ ...stopped.options, signal: stop.signal }), false);
+  assert.deepEqual(stopped.ended, [{ timeout: 0 }]);
+
+  const broken = Object.assign(new Error("permission denied"), { code: "42501" });
+  const failed = schemaStep(() => Promise.reject(broken));
+  await assert.rejects(migrateSchemaOnStart(failed.options), /permission denied/);
+  assert.deepEqual(failed.ended, [{ timeout: 0 }]);
 });

@@ -38,7 +38,7 @@ export const ERROR_CODES = {
   invalid_idempotency_key: {
     status: 400,
     description: "The Idempotency-Key header is not 1 to 255 visible ASCII characters " +
-      "(or the API runs in API_MODE=direct, which takes none).",
+      "(or the server has no queue to record it in, and takes none).",
   },
   invalid_id: { status: 400, description: "The id in the path is not a UUID." },
   invalid_query: {

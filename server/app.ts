@@ -1,6 +1,6 @@
 /**
  * The HTTP API: `POST /users` validates a user at the edge, hands it to
- * `accept` (which queues it, or inserts it in direct mode) and answers 202
+ * `accept` (which queues it) and answers 202
  * with the id it minted; `GET /users/:id` tells whether the user is stored,
  * queued or dead-lettered (`user_status.ts`); `GET /users?limit=N` lists the
  * newest stored users; `/admin/…` and the `/dashboard` that shows them exist

@@ -22,12 +22,6 @@ export const serverVars = {
   /** Port the HTTP server listens on (Traefik forwards to it). */
   PORT: intVar(1, 65_535).default(8000),
   /**
-   * `queue` pushes to Redis and answers 202 (the product); `direct` inserts
-   * synchronously before answering, kept so the course's baseline can be
-   * measured next to it.
-   */
-  API_MODE: z.enum(["queue", "direct"]).default("queue"),
-  /**
    * How long an `Idempotency-Key` is remembered after its user was queued: a
    * retry within it gets the first answer; after it, the key is new again.
    * A day (Stripe's retention) outlasts any client's retries.

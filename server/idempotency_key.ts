@@ -42,7 +42,7 @@ export function parseIdempotencyKey(
   if (!taken) {
     throw new ApiError(
       "invalid_idempotency_key",
-      `${IDEMPOTENCY_KEY} is not taken in API_MODE=direct, which has no queue to record it in`,
+      `${IDEMPOTENCY_KEY} is not taken by this server, which has no queue to record it in`,
     );
   }
   return header;

@@ -91,8 +91,7 @@ export class ApiMetrics {
     });
     this.#accepted = new Counter({
       name: `${METRIC_PREFIX}users_accepted_total`,
-      help:
-        "Users accepted by POST /users (answered 202: durably queued, or stored in direct mode).",
+      help: "Users accepted by POST /users (answered 202: durably queued).",
       registers,
     });
     this.#rejected = new Counter({

@@ -54,7 +54,7 @@ export type UserStatus = Readonly<z.infer<typeof userStatus>>;
 
 /** Where a status is read from; `RedisQueue.indexed` and `findUser` provide them. */
 export interface StatusSources {
-  /** The id's index entry, or undefined when it has none (no index in direct mode). */
+  /** The id's index entry, or undefined when it has none (absent: no index, the table alone says). */
   readonly indexed?: (id: string) => Promise<"queued" | DeadLetter | undefined>;
   readonly findUser: (id: string) => Promise<StoredUser | undefined>;
 }

@@ -72,7 +72,7 @@ scenario(
     const items = [...good.map(encodeEnvelope)];
     poison.forEach((p, i) => items.splice(i * 97, 0, p));
     await redis.lpush(stage.keys.queue, ...items);
-    const crashing = await stage.consumer({ FAULT_CRASH_AT: "stored" });
+    const crashing = await stage.crashingConsumer({ FAULT_CRASH_AT: "stored" });
     stage.expectEnd(crashing);
     const status = await crashing.status;
     assert.equal(status.code, 137, `expected the self-inflicted SIGKILL\n${stage.tails()}`);
@@ -131,7 +131,10 @@ scenario(
     names.push("course Ada");
 
     // Stores a batch of 250, commits it, and SIGKILLs itself before acknowledging it.
-    const crashing = await stage.consumer({ FAULT_CRASH_AT: "stored", BATCH_SIZE: "250" });
+    const crashing = await stage.crashingConsumer({
+      FAULT_CRASH_AT: "stored",
+      BATCH_SIZE: "250",
+    });
     stage.expectEnd(crashing);
     assert.equal(
       (await crashing.status).code,
@@ -168,7 +171,7 @@ scenario("a message that crashes every consumer is buried after 3 deliveries", a
   let crashes = 0;
   const startedAt = Date.now();
   // A supervisor's job: restart the consumer whenever it dies.
-  let consumer = await stage.consumer(env);
+  let consumer = await stage.crashingConsumer(env);
   const deadline = Date.now() + 40_000;
   while (Date.now() < deadline && (await redis.llen(stage.keys.dead)) === 0) {
     const status = await Promise.race([consumer.status, delay(100).then(() => undefined)]);
@@ -176,7 +179,7 @@ scenario("a message that crashes every consumer is buried after 3 deliveries", a
     assert.equal(status.code, 137, `the consumer died otherwise\n${stage.tails()}`);
     stage.expectEnd(consumer);
     crashes++;
-    consumer = await stage.consumer(env);
+    consumer = await stage.crashingConsumer(env);
   }
   const drainMs = await stage.drain();
   const report = await stage.verify([], {

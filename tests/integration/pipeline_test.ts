@@ -108,7 +108,10 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
       const { name, queue } = await freshQueue();
       const queued = users(3_000);
       await enqueue(queue, queued);
-      const crashing = new TaskProcess("consumer", envFor(name, { FAULT_CRASH_AT: "fetched" }));
+      const crashing = new TaskProcess(
+        "crashing-consumer",
+        envFor(name, { FAULT_CRASH_AT: "fetched" }),
+      );
       assertKilled(await crashing.status, crashing.output);
       // The crashed consumer holds its batch in its processing list.
       const held = await queue.depth();
@@ -129,7 +132,10 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
         const { name, queue } = await freshQueue();
         const queued = users(1_500);
         await enqueue(queue, queued);
-        const crashing = new TaskProcess("consumer", envFor(name, { FAULT_CRASH_AT: "stored" }));
+        const crashing = new TaskProcess(
+          "crashing-consumer",
+          envFor(name, { FAULT_CRASH_AT: "stored" }),
+        );
         assertKilled(await crashing.status, crashing.output);
         // The batch is committed but not acknowledged: stored and still held.
         assert.equal(await rowCount(), 1_000);

@@ -332,10 +332,26 @@ export class Stage implements AsyncDisposable {
    * scenario injected) is returned as it is: the scenario checks its end,
    * and an end it did not expect fails the scenario anyway.
    */
-  async consumer(changes: EnvChanges = {}): Promise<TaskProcess> {
+  consumer(changes: EnvChanges = {}): Promise<TaskProcess> {
+    return this.#consumer("consumer", changes);
+  }
+
+  /**
+   * Starts the consumer with the suite's crash points (`crashing_consumer.ts`,
+   * told where to crash by FAULT_CRASH_AT or FAULT_CRASH_ON_NAME in
+   * `changes`) as {@linkcode consumer} starts the product's.
+   */
+  crashingConsumer(changes: EnvChanges): Promise<TaskProcess> {
+    return this.#consumer("crashing-consumer", changes);
+  }
+
+  async #consumer(
+    task: "consumer" | "crashing-consumer",
+    changes: EnvChanges,
+  ): Promise<TaskProcess> {
     const port = freePort();
     const process = new TaskProcess(
-      "consumer",
+      task,
       this.env({ PORT: String(port), ...changes }),
       this.#nextName("consumer"),
     );

@@ -58,6 +58,13 @@ export function consumerEnv(env: Record<string, string>): Record<string, string>
 export const REFERENCE_SERVER_COMMAND =
   "deno run --cached-only --allow-net --allow-env tools/bench/reference_server.ts";
 
+/**
+ * The course's first version, an INSERT per request (`direct_server.ts`), with the API's
+ * permissions.
+ */
+export const DIRECT_SERVER_COMMAND =
+  "deno run --cached-only --allow-net --allow-env --allow-sys=hostname,osRelease,networkInterfaces tools/bench/direct_server.ts";
+
 /** The course's producer (issue #10's reference): Hono and ioredis, nothing else. */
 export const COURSE_PRODUCER_COMMAND =
   "deno run --cached-only --allow-net --allow-env tools/bench/course_producer.ts";

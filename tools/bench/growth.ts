@@ -100,7 +100,7 @@ async function overloadApi(
   const consumer = startDenoProcess("consumer", taskCommand("consumer"), {
     env: consumerEnv({ ...env, CONSUMER_MODE: "single" }),
   });
-  const api = await startApi("api", taskCommand("server"), { env: { ...env, API_MODE: "queue" } })
+  const api = await startApi("api", taskCommand("server"), { env })
     .catch(async (error) => {
       await consumer.stop();
       throw error;

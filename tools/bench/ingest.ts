@@ -5,8 +5,9 @@
  * the same app with an `accept` that does nothing (the HTTP limit of this
  * runtime for this request), the course's own producer (`course_producer.ts`,
  * issue #10: a bare LPUSH), with `--baseline REF` an earlier build's own API
- * (`baseline_tree.ts`, issue #9: what our changes since cost), and the API in
- * direct mode (the course's first version, one INSERT per request).
+ * (`baseline_tree.ts`, issue #9: what our changes since cost), and the same app
+ * in direct mode (`direct_server.ts`: the course's first version, one INSERT
+ * per request).
  *
  * @module
  */
@@ -19,6 +20,7 @@ import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
 import {
   type ApiProcess,
   COURSE_PRODUCER_COMMAND,
+  DIRECT_SERVER_COMMAND,
   REFERENCE_SERVER_COMMAND,
   startApi,
   taskCommand,
@@ -184,6 +186,8 @@ function commandOf(
       return { command: REFERENCE_SERVER_COMMAND };
     case "course":
       return { command: COURSE_PRODUCER_COMMAND };
+    case "direct":
+      return { command: DIRECT_SERVER_COMMAND };
     case "baseline":
       if (baseline === undefined) {
         throw new TypeError("Cannot start the baseline as no --baseline tree was given");
@@ -204,7 +208,6 @@ async function startServer(
   const { command, cwd } = commandOf(target, options.baseline);
   const process = await startApi(`api-${target}`, command, {
     env: services.serviceEnv({
-      API_MODE: target === "direct" ? "direct" : "queue",
       QUEUE_NAME: queueName,
       QUEUE_MAX_LENGTH: "100000000",
     }),

@@ -5,8 +5,9 @@
  * in the output dir.
  *
  * 1. Ingest: `POST /users` on one API process in queue mode, against the same
- *    app without Redis, the course's own producer, the API in direct mode
- *    and, with `--baseline REF`, an earlier build's API (wrk).
+ *    app without Redis, the course's own producer, the same app in direct
+ *    mode (an INSERT per request) and, with `--baseline REF`, an earlier
+ *    build's API (wrk).
  * 1b. Traefik: the same through Traefik (oha): its ceiling (the no-op server
  *    behind it), our API at the stack's defaults, the course's producer.
  * 2. Drain: consumers in single and batch mode against `insertUsers` from

@@ -113,7 +113,7 @@ export function ingestLabel(target: IngestTarget, ingest: IngestResult): string 
     case "course":
       return "the course's producer (`course_producer.ts`: LPUSH, nothing else)";
     case "direct":
-      return "API, direct mode (the course's first version: an INSERT per request)";
+      return "the API's app, direct mode (`direct_server.ts`, the course's first version: an INSERT per request)";
   }
 }
 

@@ -9,8 +9,16 @@
 import { ServiceProcess } from "./service_process.ts";
 import { REPO_DIR } from "./repo.ts";
 
-/** The `deno.json` tasks that run one of our services. */
-export type ServiceTask = "server" | "consumer" | "migrate";
+/**
+ * The `deno.json` tasks that run one of our services, and the test suite's
+ * consumer that crashes where it is told to (`tests/crashing_consumer.ts`).
+ */
+export type ServiceTask = "server" | "consumer" | "migrate" | "crashing-consumer";
+
+/** Where a task is defined: the test suite's own in `tests/deno.json`, the rest in the repo's. */
+function taskDir(task: ServiceTask): string {
+  return task === "crashing-consumer" ? `${REPO_DIR}/tests` : REPO_DIR;
+}
 
 /**
  * A running `deno task <task>` child with its captured output. The task
@@ -23,7 +31,7 @@ export class TaskProcess extends ServiceProcess implements AsyncDisposable {
   readonly output: string[];
   readonly #pid: number;
 
-  /** Starts `deno task -q <task>` in the repo root with `env` added to this process's. */
+  /** Starts `deno task -q <task>` where it is defined, with `env` added to this process's. */
   constructor(task: ServiceTask, env: Record<string, string>, name: string = task) {
     const output: string[] = [];
     const verbose = Boolean(Deno.env.get("TEST_VERBOSE"));
@@ -31,7 +39,7 @@ export class TaskProcess extends ServiceProcess implements AsyncDisposable {
       name,
       command: Deno.execPath(),
       args: ["task", "-q", task],
-      cwd: REPO_DIR,
+      cwd: taskDir(task),
       env,
       output: (_, line) => {
         output.push(line);

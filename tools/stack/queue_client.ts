@@ -7,10 +7,10 @@
  * @module
  */
 
-import { Cluster, Redis, type RedisOptions } from "ioredis";
-import { clusterNodes, type Env, parseEnv, queueVars } from "../../queue/config.ts";
+import type { RedisOptions } from "ioredis";
+import { type Env, parseEnv, queueVars } from "../../queue/config.ts";
 import { type QueueKeys, queueShards } from "../../queue/keys.ts";
-import { clusterOptions } from "../../queue/redis_options.ts";
+import { createRedisClient } from "../../queue/redis_client.ts";
 import type { RedisClient } from "../../queue/scripts.ts";
 
 /** A client and every shard's keys. */
@@ -38,11 +38,6 @@ export function queueClient(
     REDIS_CLUSTER_NODES: queueVars.REDIS_CLUSTER_NODES,
   }, env);
   const cluster = REDIS_CLUSTER_NODES !== "";
-  const redis = cluster
-    ? new Cluster(clusterNodes(REDIS_CLUSTER_NODES), {
-      ...clusterOptions(options),
-      lazyConnect: options.lazyConnect,
-    })
-    : new Redis(url, options);
+  const redis = createRedisClient({ REDIS_URL: url, REDIS_CLUSTER_NODES }, options);
   return { redis, keys: queueShards(QUEUE_NAME, { shards: QUEUE_SHARDS, cluster }), cluster };
 }

@@ -1,0 +1,129 @@
+/**
+ * The one way a process of ours makes a Redis client, opens it and closes it:
+ * a standalone `Redis` at REDIS_URL, or a `Cluster` of REDIS_CLUSTER_NODES
+ * with the same role's options lifted to the cluster (`redis_options.ts`),
+ * so that the API, the consumer and the stack's tools reach the same Redis
+ * the same way.
+ *
+ * @module
+ */
+
+import { Cluster, Redis, type RedisOptions } from "ioredis";
+import { clusterNodes } from "./config.ts";
+import { withDeadline } from "./deadline.ts";
+import { errorText, type EventLog } from "./event_log.ts";
+import { clusterOptions } from "./redis_options.ts";
+
+/** A client of either kind. */
+export type RedisConnection = Redis | Cluster;
+
+/** Where the queue lives: the queue variables of `config.ts`. */
+export interface RedisConfig {
+  readonly REDIS_URL: string;
+  /** Empty for a standalone Redis at REDIS_URL. */
+  readonly REDIS_CLUSTER_NODES: string;
+}
+
+/** Options of {@linkcode createRedisClient}. */
+export interface RedisClientOptions {
+  /**
+   * What becomes of the client's errors, of which ioredis emits one per
+   * failed reconnect: `"ignore"` drops them, for a process that meets an
+   * outage in its commands' failures and reports it there; a log records
+   * `redis_unavailable` once when an outage starts, saying what the process
+   * does `whileUnavailable` ("answering 503"), and `redis_ready` when each
+   * connection is made.
+   * @default not listened to: ioredis prints each one, which suits a short-lived tool
+   */
+  readonly errors?: "ignore" | { readonly log: EventLog; readonly whileUnavailable: string };
+}
+
+/**
+ * A client of the Redis `config` names, with the options of its `role`
+ * (`redis_options.ts`). A Cluster client takes `role.lazyConnect` as its own.
+ */
+export function createRedisClient(
+  config: RedisConfig,
+  role: RedisOptions,
+  options: RedisClientOptions = {},
+): RedisConnection {
+  const client = config.REDIS_CLUSTER_NODES === ""
+    ? new Redis(config.REDIS_URL, role)
+    : new Cluster(clusterNodes(config.REDIS_CLUSTER_NODES), {
+      ...clusterOptions(role),
+      ...(role.lazyConnect === undefined ? {} : { lazyConnect: role.lazyConnect }),
+    });
+  const { errors } = options;
+  if (errors === "ignore") {
+    client.on("error", () => {});
+  } else if (errors !== undefined) {
+    const { log, whileUnavailable } = errors;
+    // One record per outage is enough: ioredis emits an error per failed reconnect.
+    let down = false;
+    client.on("error", (error: Error) => {
+      if (!down) {
+        log.warn("redis_unavailable", {
+          error,
+          msg: `redis unavailable, ${whileUnavailable}: ${errorText(error)}`,
+        });
+      }
+      down = true;
+    });
+    client.on("ready", () => {
+      log.info("redis_ready", { msg: down ? "redis is back" : "redis is ready" });
+      down = false;
+    });
+  }
+  return client;
+}
+
+/** Options of {@linkcode redisReady}. */
+export interface RedisReadyOptions {
+  /** Stop waiting after this long. @default Infinity */
+  readonly timeoutMs?: number;
+  /** Stop waiting when this aborts. @default never */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Resolves true once `client` is connected and ready for commands (at once if
+ * it is), false when the timeout passed or the signal aborted first. Clients
+ * without an offline queue fail every command sent before that.
+ */
+export function redisReady(
+  client: RedisConnection,
+  options: RedisReadyOptions = {},
+): Promise<boolean> {
+  const { timeoutMs = Infinity, signal } = options;
+  if (client.status === "ready") return Promise.resolve(true);
+  if (signal?.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const settle = (ready: boolean) => {
+      clearTimeout(timer);
+      client.off("ready", onReady);
+      signal?.removeEventListener("abort", onAbort);
+      resolve(ready);
+    };
+    const onReady = () => settle(true);
+    const onAbort = () => settle(false);
+    const timer = timeoutMs === Infinity ? undefined : setTimeout(() => settle(false), timeoutMs);
+    client.once("ready", onReady);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/**
+ * Says goodbye to Redis (QUIT, so that replies in flight are read first)
+ * within `timeoutMs`, then disconnects for good. QUIT fails while Redis is
+ * down or frozen, and ioredis then keeps reconnecting, which would keep the
+ * process alive until it is killed.
+ */
+export async function closeRedis(client: RedisConnection, timeoutMs: number): Promise<void> {
+  try {
+    await withDeadline(client.quit(), timeoutMs, "say goodbye to Redis");
+  } catch {
+    // Disconnected below all the same.
+  } finally {
+    client.disconnect();
+  }
+}
