@@ -11,7 +11,7 @@ import { REPO_DIR } from "./repo.ts";
 
 /**
  * The `deno.json` tasks that run one of our services, and the test suite's
- * consumer that crashes where it is told to (`tests/crashing_consumer.ts`).
+ * consumer that crashes where it is told to (`tests/support/crashing_consumer.ts`).
  */
 export type ServiceTask = "server" | "consumer" | "migrate" | "crashing-consumer";
 

@@ -7,8 +7,8 @@
  */
 
 import assert from "node:assert/strict";
-import { encodeEnvelope } from "../queue/envelope.ts";
-import type { Batch } from "../queue/redis_queue.ts";
+import { encodeEnvelope } from "../../queue/envelope.ts";
+import type { Batch } from "../../queue/redis_queue.ts";
 import { crashPoint } from "./crashing_consumer.ts";
 
 const batch = (...names: string[]): Batch => ({
