@@ -54,14 +54,14 @@ Deno.test("crashPoint() names a FAULT_CRASH_AT it does not know", () => {
 Deno.test("the crashing-consumer task runs with exactly the consumer task's permissions", async () => {
   /** A task's words, its paths made absolute from the folder it runs in, its script left out. */
   const flags = async (dir: string, task: string) => {
-    const url = new URL(`../${dir}deno.json`, import.meta.url);
+    const url = new URL(`../../${dir}deno.json`, import.meta.url);
     const command: string = JSON.parse(await Deno.readTextFile(url)).tasks[task];
     const words = command.split(/\s+/);
     assert.match(words.at(-1)!, /\.ts$/);
     return words.slice(0, -1).map((word) => {
       const read = /^--allow-read=(.+)$/.exec(word);
       if (!read) return word;
-      const paths = read[1]!.split(",").map((path) => new URL(`../${dir}${path}`, import.meta.url));
+      const paths = read[1]!.split(",").map((path) => new URL(`../../${dir}${path}`, import.meta.url));
       return `--allow-read=${paths.map((path) => path.pathname).join(",")}`;
     });
   };
