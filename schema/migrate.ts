@@ -7,7 +7,7 @@
  *
  * As a program it applies them to the database named by the PG* variables,
  * then exits: 0 when the schema is current, 1 with the error otherwise. It
- * logs JSON lines (`queue/event_log.ts`): `migrating` per migration applied,
+ * logs JSON lines (`runtime/event_log.ts`): `migrating` per migration applied,
  * then `schema_up_to_date` or `migration_failed`. `./stack` runs it before
  * the replicas start, so a broken migration stops the stack at once.
  *
@@ -19,10 +19,10 @@
 import type postgres from "postgres";
 import shift from "postgres-shift";
 import { fileURLToPath } from "node:url";
-import { parseEnv } from "../queue/config.ts";
-import { errorText, EventLog } from "../queue/event_log.ts";
-import { postgresClients } from "./postgres_client.ts";
-import { type PostgresConfig, postgresVars } from "./postgres_options.ts";
+import { parseEnv } from "@users-pipeline/runtime/config";
+import { errorText, EventLog } from "@users-pipeline/runtime/event_log";
+import { postgresClients } from "@users-pipeline/runtime/postgres_client";
+import { type PostgresConfig, postgresVars } from "@users-pipeline/runtime/postgres_options";
 
 /** Any fixed number: it only has to be the same for every migrating process. */
 const MIGRATION_LOCK_ID = 7_102_024;

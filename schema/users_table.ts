@@ -8,7 +8,6 @@
 
 import type postgres from "postgres";
 import { z } from "zod";
-import type { UserEnvelope } from "../queue/envelope.ts";
 
 /**
  * A stored row as the API returns it. A zod schema, so that the API's
@@ -27,6 +26,18 @@ export const storedUser = z.object({
 export type StoredUser = Readonly<z.infer<typeof storedUser>>;
 
 /**
+ * A user as the table stores it: the queue's envelope has exactly these
+ * fields, so the consumer inserts what it fetched as it is.
+ */
+export interface NewUser {
+  /** The primary key, so an insert repeated after a redelivery does nothing. */
+  readonly id: string;
+  readonly name: string;
+  /** When the API accepted the user, in milliseconds since the Unix epoch. */
+  readonly enqueued_at: number;
+}
+
+/**
  * Inserts the users in one statement, whatever their number: three arrays
  * unnested server-side, so there is no 65,535-parameter limit and the
  * statement text (and its prepared plan) is the same for 2 rows or 5,000; a
@@ -43,7 +54,7 @@ export type StoredUser = Readonly<z.infer<typeof storedUser>>;
  */
 export async function insertUsers(
   sql: postgres.Sql,
-  users: readonly UserEnvelope[],
+  users: readonly NewUser[],
 ): Promise<number> {
   if (users.length === 1) {
     const { id, name, enqueued_at } = users[0]!;

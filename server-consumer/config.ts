@@ -5,8 +5,8 @@
  */
 
 import { z } from "zod";
-import { type Env, intVar, parseEnv, queueVars } from "../queue/config.ts";
-import { postgresVars } from "../schema/postgres_options.ts";
+import { type Env, intVar, parseEnv, queueVars } from "@users-pipeline/runtime/config";
+import { postgresVars } from "@users-pipeline/runtime/postgres_options";
 import type { ConsumerOptions } from "./consumer.ts";
 
 /** Every variable the consumer reads, with its rule and default. */

@@ -62,9 +62,15 @@
  * @module
  */
 
-import { DeadlineError } from "../queue/deadline.ts";
-import { decodeEnvelope, PoisonMessageError, type UserEnvelope } from "../queue/envelope.ts";
-import type { Batch, DeadLetter, DeadLetterKind } from "../queue/redis_queue.ts";
+import { DeadlineError } from "@users-pipeline/runtime/deadline";
+import {
+  type Batch,
+  type DeadLetter,
+  type DeadLetterKind,
+  decodeEnvelope,
+  PoisonMessageError,
+  type UserEnvelope,
+} from "@users-pipeline/queue";
 import { backoffDelay, type Dependency, Outage, type OutageEvent } from "./backoff.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { type UserStore, writeUsers } from "./user_writer.ts";
@@ -445,7 +451,7 @@ export class Consumer {
 
   /**
    * `work`, or a {@linkcode DeadlineError} (`Cannot <what>: …`) once `ms`
-   * passed on the loop's clock: `queue/deadline.ts`'s bound, on the clock the
+   * passed on the loop's clock: `runtime/deadline.ts`'s bound, on the clock the
    * tests step.
    */
   async #within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
@@ -497,7 +503,7 @@ export class Consumer {
   async #wait(): Promise<void> {
     const o = this.#o;
     // The wait bounds itself client-side as well, in case a reconnect leaves the
-    // blocking call hanging (see `queue/blocking_wait.ts`); a wait that fails
+    // blocking call hanging (see `server-consumer/blocking_wait.ts`); a wait that fails
     // that way is retried like any other call.
     await o.waitForItems(o.blockTimeoutSeconds);
   }

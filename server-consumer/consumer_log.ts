@@ -1,12 +1,12 @@
 /**
  * How the consumer's events are written: each {@link ConsumerEvent} becomes
- * one record of the pipeline's JSON-lines log (`queue/event_log.ts`) with its
+ * one record of the pipeline's JSON-lines log (`runtime/event_log.ts`) with its
  * level and a sentence for a human. The loop itself prints nothing.
  *
  * @module
  */
 
-import { errorText, type EventLog, type LogLevel } from "../queue/event_log.ts";
+import { errorText, type EventLog, type LogLevel } from "@users-pipeline/runtime/event_log";
 import type { ConsumerEvent } from "./consumer.ts";
 
 /** Writes `event` to `log`. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { EventLog } from "../queue/event_log.ts";
+import { EventLog } from "@users-pipeline/runtime/event_log";
 import { logConsumerEvent } from "./consumer_log.ts";
 
 function memoryLog() {

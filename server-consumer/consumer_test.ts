@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
-import { DeadlineError } from "../queue/deadline.ts";
-import { encodeEnvelope } from "../queue/envelope.ts";
-import type { Batch, DeadLetter } from "../queue/redis_queue.ts";
+import { DeadlineError } from "@users-pipeline/runtime/deadline";
+import { type Batch, type DeadLetter, encodeEnvelope } from "@users-pipeline/queue";
 import type { Clock } from "./clock.ts";
 import {
   Consumer,

@@ -1,6 +1,6 @@
 /**
  * The consumer's own small HTTP server: `GET /healthz` and `GET /readyz`
- * (`queue/readiness.ts`) for Docker's healthcheck and any orchestrator, and
+ * (`runtime/readiness.ts`) for Docker's healthcheck and any orchestrator, and
  * `GET /metrics` for Prometheus (`metrics.ts`), on PORT like the API (each
  * container has a network namespace of its own). It knows nothing of the
  * loop: `main.ts` tells the {@linkcode Readiness} when the consumer has
@@ -9,8 +9,8 @@
  * @module
  */
 
-import { errorText, type EventLog } from "../queue/event_log.ts";
-import { aliveResponse, type Readiness } from "../queue/readiness.ts";
+import { errorText, type EventLog } from "@users-pipeline/runtime/event_log";
+import { aliveResponse, type Readiness } from "@users-pipeline/runtime/readiness";
 
 /** Options of {@linkcode healthHandler}. */
 export interface HealthHandlerOptions {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { EventLog } from "../queue/event_log.ts";
-import { Readiness } from "../queue/readiness.ts";
+import { EventLog } from "@users-pipeline/runtime/event_log";
+import { Readiness } from "@users-pipeline/runtime/readiness";
 import { healthHandler, serveHealth } from "./health_server.ts";
 
 Deno.test("serveHealth() answers /healthz and /readyz over HTTP, on a port of its own", async () => {

@@ -13,8 +13,8 @@
  * @module
  */
 
-import { errorText, type EventLog } from "../queue/event_log.ts";
-import type { Readiness } from "../queue/readiness.ts";
+import { errorText, type EventLog } from "@users-pipeline/runtime/event_log";
+import type { Readiness } from "@users-pipeline/runtime/readiness";
 import type { Consumer } from "./consumer.ts";
 
 /**

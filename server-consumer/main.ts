@@ -11,7 +11,7 @@
  * `/readyz` answers 200 once the schema is migrated and the consumer has
  * registered, while Redis answers PING and PostgreSQL `select 1` within
  * STATEMENT_TIMEOUT_MS, until it starts stopping. It logs JSON lines
- * (`queue/event_log.ts`; each module above names the events it writes)
+ * (`runtime/event_log.ts`; each module above names the events it writes)
  * carrying its replica id (REPLICA_ID, else the hostname), as do its metrics. With REDIS_CLUSTER_NODES both Redis clients
  * are Cluster clients; with QUEUE_SHARDS > 1 it serves every shard in turn.
  *
@@ -24,13 +24,11 @@
  */
 
 import { v7 as uuidv7 } from "uuid";
-import { rotatingWait } from "../queue/blocking_wait.ts";
-import { queueShards } from "../queue/keys.ts";
-import { Readiness } from "../queue/readiness.ts";
-import { startService } from "../queue/service_start.ts";
-import { ShardedQueue } from "../queue/sharded_queue.ts";
-import { readQueueStats } from "../queue/queue_stats.ts";
-import { postgresClients } from "../schema/postgres_client.ts";
+import { rotatingWait } from "./blocking_wait.ts";
+import { queueShards, readQueueStats, ShardedQueue } from "@users-pipeline/queue";
+import { Readiness } from "@users-pipeline/runtime/readiness";
+import { startService } from "@users-pipeline/runtime/service_start";
+import { postgresClients } from "@users-pipeline/runtime/postgres_client";
 import { loadConsumerConfig, loopOptions } from "./config.ts";
 import { Consumer, type ConsumerOptions } from "./consumer.ts";
 import { logConsumerEvent } from "./consumer_log.ts";

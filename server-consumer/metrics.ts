@@ -15,10 +15,18 @@
  */
 
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
-import { withDeadline } from "../queue/deadline.ts";
-import { createRegistry, METRIC_PREFIX, metricsResponse } from "../queue/metrics_registry.ts";
-import type { QueueStats, WaitingList } from "../queue/queue_stats.ts";
-import { DEAD_LETTER_KINDS, type QueueDepth } from "../queue/redis_queue.ts";
+import { withDeadline } from "@users-pipeline/runtime/deadline";
+import {
+  createRegistry,
+  METRIC_PREFIX,
+  metricsResponse,
+} from "@users-pipeline/runtime/metrics_registry";
+import {
+  DEAD_LETTER_KINDS,
+  type QueueDepth,
+  type QueueStats,
+  type WaitingList,
+} from "@users-pipeline/queue";
 import type { Dependency } from "./backoff.ts";
 import type { ConsumerEvent, ConsumerMeasurement } from "./consumer.ts";
 
@@ -70,7 +78,7 @@ export interface ConsumerMetricsOptions {
   readonly queueStats?: () => Promise<QueueStats>;
   /** The longest a scrape waits for `queueStats`. @default QUEUE_STATS_TIMEOUT_MS */
   readonly queueStatsTimeoutMs?: number;
-  /** Adds the process metrics (`queue/metrics_registry.ts`). @default true */
+  /** Adds the process metrics (`runtime/metrics_registry.ts`). @default true */
   readonly processMetrics?: boolean;
 }
 

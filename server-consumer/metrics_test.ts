@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { QueueStats } from "../queue/queue_stats.ts";
+import type { QueueStats } from "@users-pipeline/queue";
 import { ConsumerMetrics, sqlstateClass } from "./metrics.ts";
 
 const STATS: QueueStats = {

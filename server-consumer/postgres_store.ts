@@ -15,8 +15,8 @@
  */
 
 import type postgres from "postgres";
-import type { UserEnvelope } from "../queue/envelope.ts";
-import { insertUsers, storedNames } from "../schema/users_table.ts";
+import type { UserEnvelope } from "@users-pipeline/queue";
+import { insertUsers, storedNames } from "@users-pipeline/schema";
 import type { UserStore } from "./user_writer.ts";
 
 /**

@@ -9,14 +9,18 @@
  * @module
  */
 
+import { SCRIPTS_WITH_KEY_COUNT } from "@users-pipeline/queue";
 import {
   closeRedis,
   createRedisClient,
   type RedisConfig,
   type RedisConnection,
   redisReady,
-} from "../queue/redis_client.ts";
-import { consumerBlockingOptions, consumerCommandOptions } from "../queue/redis_options.ts";
+} from "@users-pipeline/runtime/redis_client";
+import {
+  consumerBlockingOptions,
+  consumerCommandOptions,
+} from "@users-pipeline/runtime/redis_options";
 
 /** The two connections, opened together and closed together. */
 export interface ConsumerRedis {
@@ -33,8 +37,12 @@ export interface ConsumerRedis {
 
 /** Opens the consumer's connections to the Redis `config` names. */
 export function consumerRedis(config: RedisConfig): ConsumerRedis {
-  const commands = createRedisClient(config, consumerCommandOptions, { errors: "ignore" });
-  const blocking = createRedisClient(config, consumerBlockingOptions, { errors: "ignore" });
+  const commands = createRedisClient(config, {
+    role: consumerCommandOptions,
+    unpipelined: SCRIPTS_WITH_KEY_COUNT,
+    errors: "ignore",
+  });
+  const blocking = createRedisClient(config, { role: consumerBlockingOptions, errors: "ignore" });
   return {
     commands,
     blocking,

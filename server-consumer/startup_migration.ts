@@ -20,11 +20,11 @@
  */
 
 import type postgres from "postgres";
-import type { EventLog } from "../queue/event_log.ts";
-import type { Readiness } from "../queue/readiness.ts";
-import { ForeignUsersTableError, migrate, type MigrateOptions } from "../schema/migrate.ts";
-import type { PostgresClientOptions } from "../schema/postgres_client.ts";
-import { isUnreachable } from "../schema/postgres_options.ts";
+import type { EventLog } from "@users-pipeline/runtime/event_log";
+import type { Readiness } from "@users-pipeline/runtime/readiness";
+import { ForeignUsersTableError, migrate, type MigrateOptions } from "@users-pipeline/schema";
+import type { PostgresClientOptions } from "@users-pipeline/runtime/postgres_client";
+import { isUnreachable } from "@users-pipeline/runtime/postgres_options";
 import { backoffDelay, Outage, type OutageEvent } from "./backoff.ts";
 import { systemClock } from "./clock.ts";
 import { logConsumerEvent } from "./consumer_log.ts";
@@ -83,7 +83,7 @@ export async function migrateOnStart(options: MigrateOnStartOptions): Promise<bo
 
 /** Options of {@linkcode migrateSchemaOnStart}. */
 export interface SchemaOnStartOptions {
-  /** Makes a postgres.js client (`schema/postgres_client.ts`). */
+  /** Makes a postgres.js client (`runtime/postgres_client.ts`). */
   readonly connect: (options: PostgresClientOptions) => postgres.Sql;
   /** Receives `migrating` per migration applied, the outage events and `schema_conflict`. */
   readonly log: EventLog;

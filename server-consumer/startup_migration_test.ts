@@ -1,10 +1,9 @@
 import assert from "node:assert/strict";
 import type { OutageEvent } from "./backoff.ts";
-import { ForeignUsersTableError } from "../schema/migrate.ts";
+import { ForeignUsersTableError, type MigrateOptions } from "@users-pipeline/schema";
 import type postgres from "postgres";
-import { EventLog } from "../queue/event_log.ts";
-import type { MigrateOptions } from "../schema/migrate.ts";
-import type { PostgresClientOptions } from "../schema/postgres_client.ts";
+import { EventLog } from "@users-pipeline/runtime/event_log";
+import type { PostgresClientOptions } from "@users-pipeline/runtime/postgres_client";
 import { migrateOnStart, migrateSchemaOnStart } from "./startup_migration.ts";
 
 const refused = () =>

@@ -12,7 +12,7 @@
  * @module
  */
 
-import type { UserEnvelope } from "../queue/envelope.ts";
+import type { UserEnvelope } from "@users-pipeline/queue";
 
 /** The table operations the writer needs (see `schema/users_table.ts`). */
 export interface UserStore {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { UserEnvelope } from "../queue/envelope.ts";
+import type { UserEnvelope } from "@users-pipeline/queue";
 import { isDataError, type UserStore, writeUsers } from "./user_writer.ts";
 
 class SqlError extends Error {

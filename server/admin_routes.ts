@@ -22,11 +22,14 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { Hono } from "@hono/hono";
 import { z } from "zod";
-import type { DeadLetterFilter, DeadLetterPage } from "../queue/dead_letters.ts";
-import { MAX_PAGE } from "../queue/dead_letters.ts";
-import { isUuid } from "../queue/envelope.ts";
-import type { Overview } from "../queue/overview.ts";
-import { DEAD_LETTER_KINDS } from "../queue/redis_queue.ts";
+import {
+  DEAD_LETTER_KINDS,
+  type DeadLetterFilter,
+  type DeadLetterPage,
+  isUuid,
+  MAX_PAGE,
+  type Overview,
+} from "@users-pipeline/queue";
 import { ApiError } from "./api_error.ts";
 
 /** The dead-letter operations the routes use; `DeadLetters` provides them. */

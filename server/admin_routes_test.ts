@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
-import type { DeadLetterFilter } from "../queue/dead_letters.ts";
-import type { Overview } from "../queue/overview.ts";
+import type { DeadLetterFilter, Overview } from "@users-pipeline/queue";
 import type { ErrorCode } from "./api_error.ts";
 import { createApp } from "./app.ts";
 import type { DeadLetterAdmin } from "./admin_routes.ts";

@@ -5,7 +5,7 @@
  * queued or dead-lettered (`user_status.ts`); `GET /users?limit=N` lists the
  * newest stored users; `/admin/…` and the `/dashboard` that shows them exist
  * only with an admin token (`admin_routes.ts`, `dashboard.ts`);
- * `GET /healthz` and `GET /readyz` answer the orchestrator (`queue/readiness.ts`);
+ * `GET /healthz` and `GET /readyz` answer the orchestrator (`runtime/readiness.ts`);
  * `GET /metrics` answers Prometheus (`metrics.ts`); `GET /openapi.json` describes
  * the public routes (`openapi.ts`).
  *
@@ -21,16 +21,18 @@ import { Hono } from "@hono/hono";
 import { bodyLimit } from "@hono/hono/body-limit";
 import { v7 as uuidv7 } from "uuid";
 import { z } from "zod";
-import { isUuid, nameProblem, type UserEnvelope } from "../queue/envelope.ts";
-import { SharedDeadline } from "../queue/deadline.ts";
-import { aliveResponse, Readiness } from "../queue/readiness.ts";
 import {
   IdempotencyConflictError,
+  isUuid,
+  nameProblem,
   QueueFullError,
+  type UserEnvelope,
   WriteUnconfirmedError,
-} from "../queue/redis_queue.ts";
-import { isUnreachable } from "../schema/postgres_options.ts";
-import type { StoredUser } from "../schema/users_table.ts";
+} from "@users-pipeline/queue";
+import { SharedDeadline } from "@users-pipeline/runtime/deadline";
+import { aliveResponse, Readiness } from "@users-pipeline/runtime/readiness";
+import { isUnreachable } from "@users-pipeline/runtime/postgres_options";
+import type { StoredUser } from "@users-pipeline/schema";
 import { ApiError, errorBody } from "./api_error.ts";
 import { IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, parseIdempotencyKey } from "./idempotency_key.ts";
 import { type AdminOptions, adminRoutes, intParam } from "./admin_routes.ts";

@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
-import { isUuid, type UserEnvelope } from "../queue/envelope.ts";
-import { DeadlineError } from "../queue/deadline.ts";
-import { Readiness } from "../queue/readiness.ts";
 import {
   IdempotencyConflictError,
+  isUuid,
   QueueFullError,
+  type UserEnvelope,
   WriteUnconfirmedError,
-} from "../queue/redis_queue.ts";
+} from "@users-pipeline/queue";
+import { DeadlineError } from "@users-pipeline/runtime/deadline";
+import { Readiness } from "@users-pipeline/runtime/readiness";
 import { ERROR_CODES, type ErrorCode } from "./api_error.ts";
 import { createApp } from "./app.ts";
 import { userStatusReader } from "./user_status.ts";

@@ -5,8 +5,8 @@
  */
 
 import { z } from "zod";
-import { type Env, intVar, parseEnv, queueVars } from "../queue/config.ts";
-import { postgresVars } from "../schema/postgres_options.ts";
+import { type Env, intVar, parseEnv, queueVars } from "@users-pipeline/runtime/config";
+import { postgresVars } from "@users-pipeline/runtime/postgres_options";
 
 /** Every variable the API reads, with its rule and default. */
 export const serverVars = {

@@ -15,8 +15,8 @@
  * @module
  */
 
-import { withDeadline } from "../queue/deadline.ts";
-import type { EventLog } from "../queue/event_log.ts";
+import { withDeadline } from "@users-pipeline/runtime/deadline";
+import type { EventLog } from "@users-pipeline/runtime/event_log";
 
 /**
  * The longest wait for in-flight requests once the listener is closed: a POST

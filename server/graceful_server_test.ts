@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { EventLog } from "../queue/event_log.ts";
-import { Readiness } from "../queue/readiness.ts";
+import { EventLog } from "@users-pipeline/runtime/event_log";
+import { Readiness } from "@users-pipeline/runtime/readiness";
 import {
   type GracefulServer,
   type GracefulServerOptions,

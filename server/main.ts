@@ -6,7 +6,7 @@
  * (`graceful_server.ts`). `/readyz` is 200 while Redis answers a PING within
  * REDIS_TIMEOUT_MS: what accepting needs.
  *
- * It logs JSON lines (`queue/event_log.ts`): `listening`, `redis_unavailable`
+ * It logs JSON lines (`runtime/event_log.ts`): `listening`, `redis_unavailable`
  * and `redis_ready`, `unexpected_error`, `stopping` (the drain begins),
  * `stopped`, and `config_invalid` before exiting 1 on a bad variable. Those
  * and its metrics (`GET /metrics`) carry its replica id (REPLICA_ID, else the
@@ -25,17 +25,20 @@
  * @module
  */
 
-import { DeadLetters } from "../queue/dead_letters.ts";
-import { errorText } from "../queue/event_log.ts";
-import { queueShards } from "../queue/keys.ts";
-import { Readiness } from "../queue/readiness.ts";
-import { closeRedis, createRedisClient, redisReady } from "../queue/redis_client.ts";
-import { apiRedisOptions } from "../queue/redis_options.ts";
-import { readOverview } from "../queue/overview.ts";
-import { startService } from "../queue/service_start.ts";
-import { ShardedQueue } from "../queue/sharded_queue.ts";
-import { postgresClients } from "../schema/postgres_client.ts";
-import { findUser, listUsers } from "../schema/users_table.ts";
+import {
+  DeadLetters,
+  queueShards,
+  readOverview,
+  SCRIPTS_WITH_KEY_COUNT,
+  ShardedQueue,
+} from "@users-pipeline/queue";
+import { errorText } from "@users-pipeline/runtime/event_log";
+import { Readiness } from "@users-pipeline/runtime/readiness";
+import { closeRedis, createRedisClient, redisReady } from "@users-pipeline/runtime/redis_client";
+import { apiRedisOptions } from "@users-pipeline/runtime/redis_options";
+import { startService } from "@users-pipeline/runtime/service_start";
+import { postgresClients } from "@users-pipeline/runtime/postgres_client";
+import { findUser, listUsers } from "@users-pipeline/schema";
 import { createApp } from "./app.ts";
 import { loadServerConfig } from "./config.ts";
 import { serveGracefully } from "./graceful_server.ts";
@@ -49,7 +52,9 @@ const { config, replica, log } = startService(
 );
 
 const cluster = config.REDIS_CLUSTER_NODES !== "";
-const redis = createRedisClient(config, apiRedisOptions(config.REDIS_TIMEOUT_MS), {
+const redis = createRedisClient(config, {
+  role: apiRedisOptions(config.REDIS_TIMEOUT_MS),
+  unpipelined: SCRIPTS_WITH_KEY_COUNT,
   errors: { log, whileUnavailable: "answering 503" },
 });
 const postgres = postgresClients(config);

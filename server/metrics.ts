@@ -15,7 +15,11 @@ import { IDEMPOTENT_REPLAYED } from "./idempotency_key.ts";
 import type { Context, MiddlewareHandler } from "@hono/hono";
 import { matchedRoutes } from "@hono/hono/route";
 import { Counter, Histogram, type Registry } from "prom-client";
-import { createRegistry, METRIC_PREFIX, metricsResponse } from "../queue/metrics_registry.ts";
+import {
+  createRegistry,
+  METRIC_PREFIX,
+  metricsResponse,
+} from "@users-pipeline/runtime/metrics_registry";
 import { ApiError } from "./api_error.ts";
 
 /** Why `POST /users` was refused: the queue at its bound, Redis failing, or a bad request (4xx). */
@@ -59,7 +63,7 @@ const DURATION_BUCKETS = [
 export interface ApiMetricsOptions {
   /** This replica's id, the `replica` label. */
   readonly replica: string;
-  /** Adds the process metrics (`queue/metrics_registry.ts`). @default true */
+  /** Adds the process metrics (`runtime/metrics_registry.ts`). @default true */
   readonly processMetrics?: boolean;
 }
 

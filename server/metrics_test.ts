@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
-import type { UserEnvelope } from "../queue/envelope.ts";
-import { QueueFullError, WriteUnconfirmedError } from "../queue/redis_queue.ts";
+import { QueueFullError, type UserEnvelope, WriteUnconfirmedError } from "@users-pipeline/queue";
 import { ApiError } from "./api_error.ts";
 import { createApp } from "./app.ts";
 import { ApiMetrics, rejectionOf } from "./metrics.ts";

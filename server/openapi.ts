@@ -22,9 +22,9 @@
 
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
-import { NAME_MAX_LENGTH } from "../queue/envelope.ts";
+import { NAME_MAX_LENGTH } from "@users-pipeline/queue";
 import { ERROR_CODE_HEADER, ERROR_CODES, type ErrorCode, NO_REPLICA_READY } from "./api_error.ts";
-import { storedUser } from "../schema/users_table.ts";
+import { storedUser } from "@users-pipeline/schema";
 import { userStatus } from "./user_status.ts";
 
 /** What the document needs to know of one app: what `createApp` was given and validates with. */

@@ -1,7 +1,7 @@
 /**
  * How the API accepts a user: into the queue. The users accepted while a
  * shard's previous call is in flight (or in the same event-loop turn) go to
- * Redis in one script call (`queue/grouped_pushes.ts`); a keyed request is
+ * Redis in one script call (`server/grouped_pushes.ts`); a keyed request is
  * pushed alone, its record checked and written in the push's own step, in the
  * key's shard; and no push is waited for longer than REDIS_TIMEOUT_MS: the
  * answer is then a 503, and the queue's own deadline makes the late push void.
@@ -9,8 +9,8 @@
  * @module
  */
 
-import { type FittingQueue, ShardedPushes } from "../queue/grouped_pushes.ts";
-import type { ShardedQueue } from "../queue/sharded_queue.ts";
+import { type FittingQueue, ShardedPushes } from "./grouped_pushes.ts";
+import type { ShardedQueue } from "@users-pipeline/queue";
 import type { AppOptions } from "./app.ts";
 import type { ServerConfig } from "./config.ts";
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { UserEnvelope } from "../queue/envelope.ts";
+import type { UserEnvelope } from "@users-pipeline/queue";
 import { type AcceptingQueue, queueAccept } from "./queue_accept.ts";
 
 const CONFIG = { QUEUE_MAX_LENGTH: 10, IDEMPOTENCY_TTL_SECONDS: 60, REDIS_TIMEOUT_MS: 750 };

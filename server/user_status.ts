@@ -17,8 +17,8 @@
  */
 
 import { z } from "zod";
-import { DEAD_LETTER_KINDS, type DeadLetter } from "../queue/redis_queue.ts";
-import { type StoredUser, storedUser } from "../schema/users_table.ts";
+import { DEAD_LETTER_KINDS, type DeadLetter } from "@users-pipeline/queue";
+import { type StoredUser, storedUser } from "@users-pipeline/schema";
 
 /**
  * What `GET /users/<id>` answers with 200, as a zod schema so that the type

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import type { DeadLetter } from "../queue/redis_queue.ts";
-import type { StoredUser } from "../schema/users_table.ts";
+import type { DeadLetter } from "@users-pipeline/queue";
+import type { StoredUser } from "@users-pipeline/schema";
 import { IndexUnavailableError, userStatusReader } from "./user_status.ts";
 
 const ID = "01934d5e-7b7c-7a1e-9c3f-000000000001";

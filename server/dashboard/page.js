@@ -83,7 +83,7 @@ async function poll() {
   timer = setTimeout(poll, POLL_MS);
 }
 
-/** @param {import("../../queue/overview.ts").Overview} overview `GET /admin/overview` */
+/** @param {import("@users-pipeline/queue").Overview} overview `GET /admin/overview` */
 function render(overview) {
   // The client's clock: the overview carries no time, and both polls are timed the same way.
   const current = snapshotOf(overview, Date.now());
@@ -146,7 +146,7 @@ function plot(
 }
 
 /**
- * @param {import("../../queue/overview.ts").Overview["consumers"]} consumers
+ * @param {import("@users-pipeline/queue").Overview["consumers"]} consumers
  * @param {Record<string, number>} perSecond
  */
 function renderConsumers(consumers, perSecond) {

@@ -33,7 +33,7 @@
 
 /**
  * The snapshot in an overview (`GET /admin/overview`, `queue/overview.ts`) read at `at`.
- * @param {import("../../queue/overview.ts").Overview} overview
+ * @param {import("@users-pipeline/queue").Overview} overview
  * @param {number} at
  * @returns {Snapshot}
  */

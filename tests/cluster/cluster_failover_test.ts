@@ -30,9 +30,9 @@
  */
 
 import assert from "node:assert/strict";
-import { shardOf } from "../../queue/keys.ts";
-import type { RedisCluster } from "../../tools/harness/redis_cluster.ts";
-import { waitFor } from "../../tools/harness/wait.ts";
+import { shardOf } from "@users-pipeline/queue";
+import type { RedisCluster } from "@users-pipeline/harness/redis_cluster";
+import { waitFor } from "@users-pipeline/harness/wait";
 import { type Excuse, QUEUE_UNCONFIRMED } from "../support/answer_check.ts";
 import { clusterScenario } from "../support/cluster_stage.ts";
 import type { LoadGenerator, Outcome } from "../support/fault_load.ts";

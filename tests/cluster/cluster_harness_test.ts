@@ -17,8 +17,8 @@ import {
   redisCliSession,
   RedisCluster,
   slotOwner,
-} from "../../tools/harness/redis_cluster.ts";
-import { waitFor } from "../../tools/harness/wait.ts";
+} from "@users-pipeline/harness/redis_cluster";
+import { waitFor } from "@users-pipeline/harness/wait";
 
 Deno.test({
   name:

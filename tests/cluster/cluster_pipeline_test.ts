@@ -10,13 +10,13 @@
  */
 
 import assert from "node:assert/strict";
-import type { TaskProcess } from "../../tools/harness/processes.ts";
-import { delay, waitFor } from "../../tools/harness/wait.ts";
+import type { TaskProcess } from "@users-pipeline/harness/processes";
+import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { clusterScenario, type ClusterStage } from "../support/cluster_stage.ts";
 import { seconds } from "../support/fault_stage.ts";
 import { numberField, serviceEvents } from "../support/service_events.ts";
 import { RetryingClient, settleKeyed } from "../support/retrying_client.ts";
-import { shardOf } from "../../queue/keys.ts";
+import { shardOf } from "@users-pipeline/queue";
 
 /** Users per end-to-end scenario: enough for every shard of six to see a few hundred. */
 const USERS = 3_000;

@@ -13,8 +13,8 @@ import assert from "node:assert/strict";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml } from "yaml";
-import { ERROR_CODE_HEADER, NO_REPLICA_READY } from "../../server/api_error.ts";
-import { projectEnv } from "../../tools/harness/services.ts";
+import { ERROR_CODE_HEADER, NO_REPLICA_READY } from "@users-pipeline/server/api_error";
+import { projectEnv } from "@users-pipeline/harness/services";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const COMPOSE_BIN = Deno.env.get("COMPOSE_BIN") ?? "docker-compose";

@@ -14,9 +14,9 @@
 
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
-import { freePort } from "../../tools/harness/ports.ts";
-import { holdLoadTurnForFile } from "../../tools/harness/load_turn.ts";
-import { delay, waitFor } from "../../tools/harness/wait.ts";
+import { freePort } from "@users-pipeline/harness/ports";
+import { holdLoadTurnForFile } from "@users-pipeline/harness/load_turn";
+import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { checkDelivery, deliveryHeld, describeProblems } from "../support/delivery_check.ts";
 import { checkAnswers, type Fault, overlaps, QUEUE_UNAVAILABLE } from "../support/answer_check.ts";
 import { classify, type Outcome } from "../support/fault_load.ts";
@@ -29,8 +29,7 @@ import {
 } from "../support/compose_project.ts";
 import { storedSum, waitForStored, waitForTargets } from "../support/prometheus_api.ts";
 import { settleKeyed } from "../support/retrying_client.ts";
-import { isUuid } from "../../queue/envelope.ts";
-import { queueKeys } from "../../queue/keys.ts";
+import { isUuid, queueKeys } from "@users-pipeline/queue";
 
 const CHROMIUM = Deno.env.get("CHROMIUM_PATH") ?? "/usr/bin/chromium";
 const project = new ComposeProject(`upl${Deno.pid}`, freePort());

@@ -16,9 +16,9 @@
  */
 
 import assert from "node:assert/strict";
-import { type SwarmNode, SwarmNodes } from "../../tools/harness/swarm_nodes.ts";
-import { holdLoadTurnForFile } from "../../tools/harness/load_turn.ts";
-import { delay, waitFor } from "../../tools/harness/wait.ts";
+import { type SwarmNode, SwarmNodes } from "@users-pipeline/harness/swarm_nodes";
+import { holdLoadTurnForFile } from "@users-pipeline/harness/load_turn";
+import { delay, waitFor } from "@users-pipeline/harness/wait";
 import {
   acceptedK6Args,
   ANSWER_THROUGH_TRAEFIK_MS,

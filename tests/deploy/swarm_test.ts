@@ -11,9 +11,9 @@
  */
 
 import assert from "node:assert/strict";
-import { freePort } from "../../tools/harness/ports.ts";
-import { holdLoadTurnForFile } from "../../tools/harness/load_turn.ts";
-import { delay, waitFor } from "../../tools/harness/wait.ts";
+import { freePort } from "@users-pipeline/harness/ports";
+import { holdLoadTurnForFile } from "@users-pipeline/harness/load_turn";
+import { delay, waitFor } from "@users-pipeline/harness/wait";
 import {
   acceptedK6Args,
   ANSWER_THROUGH_TRAEFIK_MS,

@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { delay } from "../../tools/harness/wait.ts";
+import { delay } from "@users-pipeline/harness/wait";
 import { QUEUE_FULL } from "../support/answer_check.ts";
 import {
   answers,

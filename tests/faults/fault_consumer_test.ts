@@ -10,10 +10,10 @@
  */
 
 import assert from "node:assert/strict";
-import { encodeEnvelope, isUuid, type UserEnvelope } from "../../queue/envelope.ts";
-import { createCourseApp } from "../../tools/bench/course_producer.ts";
-import type { TaskProcess } from "../../tools/harness/processes.ts";
-import { delay, waitFor } from "../../tools/harness/wait.ts";
+import { encodeEnvelope, isUuid, type UserEnvelope } from "@users-pipeline/queue";
+import { createCourseApp } from "@users-pipeline/bench/course_producer";
+import type { TaskProcess } from "@users-pipeline/harness/processes";
+import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { checkDelivery, type DeliveryReport } from "../support/delivery_check.ts";
 import {
   answers,

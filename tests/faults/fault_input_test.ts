@@ -9,8 +9,8 @@
 
 import assert from "node:assert/strict";
 import { v7 as uuidv7 } from "uuid";
-import { encodeEnvelope } from "../../queue/envelope.ts";
-import type { ErrorCode } from "../../server/api_error.ts";
+import { encodeEnvelope } from "@users-pipeline/queue";
+import type { ErrorCode } from "@users-pipeline/server/api_error";
 import { envelopes, scenario, seconds, verdict } from "../support/fault_stage.ts";
 import { serviceEvents } from "../support/service_events.ts";
 

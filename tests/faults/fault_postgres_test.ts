@@ -10,8 +10,8 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import type { TaskProcess } from "../../tools/harness/processes.ts";
-import { delay } from "../../tools/harness/wait.ts";
+import type { TaskProcess } from "@users-pipeline/harness/processes";
+import { delay } from "@users-pipeline/harness/wait";
 import { postgresConnection } from "../support/postgres_client.ts";
 import {
   answers,

@@ -10,11 +10,10 @@
 
 import assert from "node:assert/strict";
 import { v7 as uuidv7 } from "uuid";
-import { encodeEnvelope } from "../../queue/envelope.ts";
-import { RedisQueue } from "../../queue/redis_queue.ts";
-import type { TaskProcess } from "../../tools/harness/processes.ts";
-import { projectEnv } from "../../tools/harness/repo.ts";
-import { delay, waitFor } from "../../tools/harness/wait.ts";
+import { encodeEnvelope, RedisQueue } from "@users-pipeline/queue";
+import type { TaskProcess } from "@users-pipeline/harness/processes";
+import { projectEnv } from "@users-pipeline/harness/repo";
+import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { QUEUE_UNAVAILABLE } from "../support/answer_check.ts";
 import type { LoadGenerator } from "../support/fault_load.ts";
 import {

@@ -12,10 +12,10 @@
  */
 
 import assert from "node:assert/strict";
-import { postgresVars } from "../../schema/postgres_options.ts";
-import { consumerVars } from "../../server-consumer/config.ts";
-import { serverVars } from "../../server/config.ts";
-import { projectEnv, REPO_DIR } from "../../tools/harness/services.ts";
+import { postgresVars } from "@users-pipeline/runtime/postgres_options";
+import { consumerVars } from "@users-pipeline/consumer/config";
+import { serverVars } from "@users-pipeline/server/config";
+import { projectEnv, REPO_DIR } from "@users-pipeline/harness/services";
 
 /** A variable's rule; parsing `undefined` gives its default. */
 interface Rule {

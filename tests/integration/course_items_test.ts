@@ -13,11 +13,11 @@ import {
   encodeEnvelope,
   isUuid,
   PoisonMessageError,
+  queueKeys,
+  RedisQueue,
   type UserEnvelope,
-} from "../../queue/envelope.ts";
-import { queueKeys } from "../../queue/keys.ts";
-import { RedisQueue } from "../../queue/redis_queue.ts";
-import { startRedis } from "../../tools/harness/services.ts";
+} from "@users-pipeline/queue";
+import { startRedis } from "@users-pipeline/harness/services";
 
 Deno.test("a take gives the course's {name} items a UUIDv7 and leaves every other item as it was", async () => {
   await using server = await startRedis();

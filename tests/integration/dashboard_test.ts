@@ -18,11 +18,11 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { chromium, type Page } from "playwright-core";
 import { connectPostgres } from "../support/postgres_client.ts";
-import { queueKeys } from "../../queue/keys.ts";
-import { projectEnv, REPO_DIR, startTestStack } from "../../tools/harness/services.ts";
-import { waitFor } from "../../tools/harness/wait.ts";
+import { queueKeys } from "@users-pipeline/queue";
+import { projectEnv, REPO_DIR, startTestStack } from "@users-pipeline/harness/services";
+import { waitFor } from "@users-pipeline/harness/wait";
 import { acceptedK6Args, parseAcceptedLines } from "../support/compose_project.ts";
-import { holdLoadTurnForFile } from "../../tools/harness/load_turn.ts";
+import { holdLoadTurnForFile } from "@users-pipeline/harness/load_turn";
 
 // Chromium, k6 at 300 requests a second and the native stack load the machine: the file takes its
 // turn with the Docker tests and the fault suite (load_turn.ts), whose pushes would otherwise

@@ -8,13 +8,19 @@
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { v7 as uuidv7 } from "uuid";
-import { DeadLetters } from "../../queue/dead_letters.ts";
-import { encodeEnvelope, type UserEnvelope } from "../../queue/envelope.ts";
-import { queueKeys, queueShards, shardOf } from "../../queue/keys.ts";
-import { readOverview } from "../../queue/overview.ts";
-import { type DeadLetterKind, RedisQueue } from "../../queue/redis_queue.ts";
-import { runCommand } from "../../tools/harness/run_command.ts";
-import { startRedis } from "../../tools/harness/services.ts";
+import {
+  type DeadLetterKind,
+  DeadLetters,
+  encodeEnvelope,
+  queueKeys,
+  queueShards,
+  readOverview,
+  RedisQueue,
+  shardOf,
+  type UserEnvelope,
+} from "@users-pipeline/queue";
+import { runCommand } from "@users-pipeline/harness/run_command";
+import { startRedis } from "@users-pipeline/harness/services";
 
 const KINDS: readonly DeadLetterKind[] = ["invalid_item", "database_refused", "id_conflict"];
 

@@ -1,5 +1,5 @@
 /**
- * `withDeadline` and `SharedDeadline` (queue/deadline.ts) when the process itself stalls past the
+ * `withDeadline` and `SharedDeadline` (runtime/deadline.ts) when the process itself stalls past the
  * bound while the answer is already on its way: the answer must win, or the
  * API would answer 503 for a push Redis had done (a user told "not queued"
  * and stored anyway). A real Redis in another process answers while this one
@@ -16,8 +16,8 @@
 
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import { SharedDeadline, withDeadline } from "../../queue/deadline.ts";
-import { startRedis } from "../../tools/harness/services.ts";
+import { SharedDeadline, withDeadline } from "@users-pipeline/runtime/deadline";
+import { startRedis } from "@users-pipeline/harness/services";
 
 /** Busy-waits `ms`, then until every key exists in Redis (asked without yielding to the event loop). */
 function stall(ms: number, port: number, keys: string[]): void {

@@ -8,14 +8,18 @@
 
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import { encodeEnvelope, type UserEnvelope } from "../../queue/envelope.ts";
-import { queueShards } from "../../queue/keys.ts";
-import { IdempotencyConflictError, QueueFullError } from "../../queue/redis_queue.ts";
-import { ShardedQueue } from "../../queue/sharded_queue.ts";
-import { freePort } from "../../tools/harness/ports.ts";
-import { TaskProcess } from "../../tools/harness/processes.ts";
-import { projectEnv, startPostgres, startRedis } from "../../tools/harness/services.ts";
-import { waitForHttp } from "../../tools/harness/wait.ts";
+import {
+  encodeEnvelope,
+  IdempotencyConflictError,
+  QueueFullError,
+  queueShards,
+  ShardedQueue,
+  type UserEnvelope,
+} from "@users-pipeline/queue";
+import { freePort } from "@users-pipeline/harness/ports";
+import { TaskProcess } from "@users-pipeline/harness/processes";
+import { projectEnv, startPostgres, startRedis } from "@users-pipeline/harness/services";
+import { waitForHttp } from "@users-pipeline/harness/wait";
 
 const DAY = 86_400;
 

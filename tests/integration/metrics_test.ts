@@ -9,14 +9,11 @@
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { connectPostgres } from "../support/postgres_client.ts";
-import { encodeEnvelope } from "../../queue/envelope.ts";
-import { queueKeys } from "../../queue/keys.ts";
-import { readQueueStats } from "../../queue/queue_stats.ts";
-import { RedisQueue } from "../../queue/redis_queue.ts";
-import { freePort } from "../../tools/harness/ports.ts";
-import { TaskProcess } from "../../tools/harness/processes.ts";
-import { migrate, startPostgres, startRedis } from "../../tools/harness/services.ts";
-import { waitFor, waitForHttp } from "../../tools/harness/wait.ts";
+import { encodeEnvelope, queueKeys, readQueueStats, RedisQueue } from "@users-pipeline/queue";
+import { freePort } from "@users-pipeline/harness/ports";
+import { TaskProcess } from "@users-pipeline/harness/processes";
+import { migrate, startPostgres, startRedis } from "@users-pipeline/harness/services";
+import { waitFor, waitForHttp } from "@users-pipeline/harness/wait";
 
 /** A scrape of `url`: its text, and the value of one series (labels in exposition order). */
 async function scrape(url: string) {

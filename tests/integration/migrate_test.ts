@@ -6,11 +6,11 @@
 
 import assert from "node:assert/strict";
 import type postgres from "postgres";
-import { migrate } from "../../schema/migrate.ts";
-import { freePort } from "../../tools/harness/ports.ts";
-import { TaskProcess } from "../../tools/harness/processes.ts";
-import { projectEnv, startPostgres, startRedis } from "../../tools/harness/services.ts";
-import { delay, waitFor, waitForHttp } from "../../tools/harness/wait.ts";
+import { migrate } from "@users-pipeline/schema";
+import { freePort } from "@users-pipeline/harness/ports";
+import { TaskProcess } from "@users-pipeline/harness/processes";
+import { projectEnv, startPostgres, startRedis } from "@users-pipeline/harness/services";
+import { delay, waitFor, waitForHttp } from "@users-pipeline/harness/wait";
 import { connectPostgres } from "../support/postgres_client.ts";
 import { serviceEvents } from "../support/service_events.ts";
 

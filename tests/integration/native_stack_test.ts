@@ -6,8 +6,8 @@
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import postgres from "postgres";
-import { queueKeys } from "../../queue/keys.ts";
-import { ERROR_CODE_HEADER, NO_REPLICA_READY } from "../../server/api_error.ts";
+import { queueKeys } from "@users-pipeline/queue";
+import { ERROR_CODE_HEADER, NO_REPLICA_READY } from "@users-pipeline/server/api_error";
 import {
   migrate,
   projectEnv,
@@ -16,10 +16,10 @@ import {
   startRedis,
   startTestStack,
   withStackOutput,
-} from "../../tools/harness/services.ts";
-import { delay, waitFor, waitForHttp } from "../../tools/harness/wait.ts";
+} from "@users-pipeline/harness/services";
+import { delay, waitFor, waitForHttp } from "@users-pipeline/harness/wait";
 import { connectPostgres, postgresConnection } from "../support/postgres_client.ts";
-import { holdLoadTurnForFile } from "../../tools/harness/load_turn.ts";
+import { holdLoadTurnForFile } from "@users-pipeline/harness/load_turn";
 
 // k6 and closed-loop clients as fast as the native stack answers: the file takes its turn with the
 // Docker tests and the fault suite (load_turn.ts), so neither starves the other.

@@ -9,13 +9,11 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { connectPostgres } from "../support/postgres_client.ts";
 import { v7 as uuidv7 } from "uuid";
-import type { UserEnvelope } from "../../queue/envelope.ts";
-import { queueKeys } from "../../queue/keys.ts";
-import { RedisQueue } from "../../queue/redis_queue.ts";
-import { TaskProcess } from "../../tools/harness/processes.ts";
-import { freePort } from "../../tools/harness/ports.ts";
-import { waitFor, waitForHttp } from "../../tools/harness/wait.ts";
-import { migrate, startPostgres, startRedis } from "../../tools/harness/services.ts";
+import { queueKeys, RedisQueue, type UserEnvelope } from "@users-pipeline/queue";
+import { TaskProcess } from "@users-pipeline/harness/processes";
+import { freePort } from "@users-pipeline/harness/ports";
+import { waitFor, waitForHttp } from "@users-pipeline/harness/wait";
+import { migrate, startPostgres, startRedis } from "@users-pipeline/harness/services";
 
 Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
   // One Redis and one PostgreSQL for the whole file; each step uses its own

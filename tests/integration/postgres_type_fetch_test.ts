@@ -9,8 +9,8 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { isArrayTypeFetchFailure } from "../../schema/postgres_options.ts";
-import { startPostgres } from "../../tools/harness/services.ts";
+import { isArrayTypeFetchFailure } from "@users-pipeline/runtime/postgres_options";
+import { startPostgres } from "@users-pipeline/harness/services";
 
 Deno.test("postgres.js's own array-type query rejects unhandled when its backend is terminated, and isArrayTypeFetchFailure() recognises every such rejection", async () => {
   await using pg = await startPostgres();

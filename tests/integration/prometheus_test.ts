@@ -9,7 +9,7 @@
  */
 
 import assert from "node:assert/strict";
-import { startTestStack, withStackOutput } from "../../tools/harness/services.ts";
+import { startTestStack, withStackOutput } from "@users-pipeline/harness/services";
 import {
   OLDEST_QUEUED_AGE,
   query,

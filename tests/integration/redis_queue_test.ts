@@ -5,9 +5,8 @@
 
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import { queueKeys } from "../../queue/keys.ts";
-import { RedisQueue } from "../../queue/redis_queue.ts";
-import { startRedis } from "../../tools/harness/services.ts";
+import { queueKeys, RedisQueue } from "@users-pipeline/queue";
+import { startRedis } from "@users-pipeline/harness/services";
 
 /** The field of an item in the crash counts (Redis' `sha1hex`). */
 async function sha1(text: string): Promise<string> {

@@ -5,22 +5,25 @@
  * tests/cluster_*_test.ts), and a master with a replica for WAIT.
  */
 
+import { RECOVER } from "@users-pipeline/queue/scripts";
+import { runScript } from "@users-pipeline/queue/lua_script";
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import { rotatingWait } from "../../queue/blocking_wait.ts";
-import { DeadLetters } from "../../queue/dead_letters.ts";
-import type { UserEnvelope } from "../../queue/envelope.ts";
-import { ShardedPushes } from "../../queue/grouped_pushes.ts";
-import { queueShards } from "../../queue/keys.ts";
-import { runScript } from "../../queue/lua_script.ts";
-import { readOverview } from "../../queue/overview.ts";
-import { readQueueStats } from "../../queue/queue_stats.ts";
-import { RedisQueue, WriteUnconfirmedError } from "../../queue/redis_queue.ts";
-import { RECOVER } from "../../queue/scripts.ts";
-import { ShardedQueue } from "../../queue/sharded_queue.ts";
-import { Consumer } from "../../server-consumer/consumer.ts";
-import { startRedis } from "../../tools/harness/services.ts";
-import { waitFor } from "../../tools/harness/wait.ts";
+import { rotatingWait } from "@users-pipeline/consumer/blocking_wait";
+import {
+  DeadLetters,
+  queueShards,
+  readOverview,
+  readQueueStats,
+  RedisQueue,
+  ShardedQueue,
+  type UserEnvelope,
+  WriteUnconfirmedError,
+} from "@users-pipeline/queue";
+import { ShardedPushes } from "@users-pipeline/server/grouped_pushes";
+import { Consumer } from "@users-pipeline/consumer/consumer";
+import { startRedis } from "@users-pipeline/harness/services";
+import { waitFor } from "@users-pipeline/harness/wait";
 
 let counter = 0;
 /** Users with random (v4) ids, which spread over the shards as the API's do. */

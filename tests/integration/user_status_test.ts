@@ -12,17 +12,15 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { connectPostgres } from "../support/postgres_client.ts";
 import { v7 as uuidv7 } from "uuid";
-import { encodeEnvelope, type UserEnvelope } from "../../queue/envelope.ts";
-import { queueKeys } from "../../queue/keys.ts";
-import { RedisQueue } from "../../queue/redis_queue.ts";
-import { apiRedisOptions } from "../../queue/redis_options.ts";
-import { findUser, insertUsers, listUsers } from "../../schema/users_table.ts";
-import { Consumer } from "../../server-consumer/consumer.ts";
-import { PostgresStore } from "../../server-consumer/postgres_store.ts";
-import { createApp } from "../../server/app.ts";
-import { userStatusReader } from "../../server/user_status.ts";
-import { migrate, startPostgres, startRedis } from "../../tools/harness/services.ts";
-import { waitFor } from "../../tools/harness/wait.ts";
+import { encodeEnvelope, queueKeys, RedisQueue, type UserEnvelope } from "@users-pipeline/queue";
+import { apiRedisOptions } from "@users-pipeline/runtime/redis_options";
+import { findUser, insertUsers, listUsers } from "@users-pipeline/schema";
+import { Consumer } from "@users-pipeline/consumer/consumer";
+import { PostgresStore } from "@users-pipeline/consumer/postgres_store";
+import { createApp } from "@users-pipeline/server/app";
+import { userStatusReader } from "@users-pipeline/server/user_status";
+import { migrate, startPostgres, startRedis } from "@users-pipeline/harness/services";
+import { waitFor } from "@users-pipeline/harness/wait";
 
 function user(name: string): UserEnvelope {
   return { id: uuidv7(), name, enqueued_at: Date.now() };

@@ -6,9 +6,9 @@
  */
 
 import assert from "node:assert/strict";
-import { findUser, insertUsers, storedNames } from "../../schema/users_table.ts";
-import { writeUsers } from "../../server-consumer/user_writer.ts";
-import { migrate, startPostgres } from "../../tools/harness/services.ts";
+import { findUser, insertUsers, storedNames } from "@users-pipeline/schema";
+import { writeUsers } from "@users-pipeline/consumer/user_writer";
+import { migrate, startPostgres } from "@users-pipeline/harness/services";
 import { connectPostgres } from "../support/postgres_client.ts";
 
 const user = (n: number, name = `user ${n}`) => ({

@@ -25,7 +25,7 @@
  * @module
  */
 
-import { type ErrorCode, NO_REPLICA_READY } from "../../server/api_error.ts";
+import { type ErrorCode, NO_REPLICA_READY } from "@users-pipeline/server/api_error";
 import type { Outcome } from "./fault_load.ts";
 
 /** The API's code for a queue at its bound. */

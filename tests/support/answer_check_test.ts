@@ -6,7 +6,7 @@ import {
   QUEUE_UNAVAILABLE,
   QUEUE_UNCONFIRMED,
 } from "./answer_check.ts";
-import { ERROR_CODE_HEADER, NO_REPLICA_READY } from "../../server/api_error.ts";
+import { ERROR_CODE_HEADER, NO_REPLICA_READY } from "@users-pipeline/server/api_error";
 import { classify, type Outcome } from "./fault_load.ts";
 
 const url = "http://127.0.0.1:1";

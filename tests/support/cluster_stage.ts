@@ -20,18 +20,18 @@
 import assert from "node:assert/strict";
 import { Cluster } from "ioredis";
 import postgres from "postgres";
-import { type QueueKeys, queueShards, shardOf } from "../../queue/keys.ts";
-import { withLoadTurn } from "../../tools/harness/load_turn.ts";
-import { freePort } from "../../tools/harness/ports.ts";
-import { TaskProcess } from "../../tools/harness/processes.ts";
-import { RedisCluster } from "../../tools/harness/redis_cluster.ts";
+import { type QueueKeys, queueShards, shardOf } from "@users-pipeline/queue";
+import { withLoadTurn } from "@users-pipeline/harness/load_turn";
+import { freePort } from "@users-pipeline/harness/ports";
+import { TaskProcess } from "@users-pipeline/harness/processes";
+import { RedisCluster } from "@users-pipeline/harness/redis_cluster";
 import {
   migrate,
   projectEnv,
   startPostgres,
   type TestPostgres,
-} from "../../tools/harness/services.ts";
-import { waitFor, waitForHttp } from "../../tools/harness/wait.ts";
+} from "@users-pipeline/harness/services";
+import { waitFor, waitForHttp } from "@users-pipeline/harness/wait";
 import {
   type AnswerCheckOptions,
   checkAnswers,

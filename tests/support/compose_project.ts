@@ -11,10 +11,10 @@
  * @module
  */
 
-import { type CommandResult, runCommand } from "../../tools/harness/run_command.ts";
-import { freePort } from "../../tools/harness/ports.ts";
-import { projectEnv } from "../../tools/harness/services.ts";
-import { waitFor } from "../../tools/harness/wait.ts";
+import { type CommandResult, runCommand } from "@users-pipeline/harness/run_command";
+import { freePort } from "@users-pipeline/harness/ports";
+import { projectEnv } from "@users-pipeline/harness/services";
+import { waitFor } from "@users-pipeline/harness/wait";
 import type { Row } from "./delivery_check.ts";
 import type { Outcome } from "./fault_load.ts";
 import { PENDING_LISTS_SCRIPT, pendingFromReply } from "./pending_lists.ts";

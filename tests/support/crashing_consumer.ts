@@ -14,9 +14,9 @@
  * @module
  */
 
-import type { Batch } from "../../queue/redis_queue.ts";
-import type { Step } from "../../server-consumer/consumer.ts";
-import { main } from "../../server-consumer/main.ts";
+import type { Batch } from "@users-pipeline/queue";
+import type { Step } from "@users-pipeline/consumer/consumer";
+import { main } from "@users-pipeline/consumer/main";
 
 /** The steps FAULT_CRASH_AT names, and `none`. */
 const CRASH_STEPS = ["none", "fetched", "stored"] as const;

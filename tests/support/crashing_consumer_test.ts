@@ -7,8 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { encodeEnvelope } from "../../queue/envelope.ts";
-import type { Batch } from "../../queue/redis_queue.ts";
+import { type Batch, encodeEnvelope } from "@users-pipeline/queue";
 import { crashPoint } from "./crashing_consumer.ts";
 
 const batch = (...names: string[]): Batch => ({
@@ -61,7 +60,9 @@ Deno.test("the crashing-consumer task runs with exactly the consumer task's perm
     return words.slice(0, -1).map((word) => {
       const read = /^--allow-read=(.+)$/.exec(word);
       if (!read) return word;
-      const paths = read[1]!.split(",").map((path) => new URL(`../../${dir}${path}`, import.meta.url));
+      const paths = read[1]!.split(",").map((path) =>
+        new URL(`../../${dir}${path}`, import.meta.url)
+      );
       return `--allow-read=${paths.map((path) => path.pathname).join(",")}`;
     });
   };

@@ -18,7 +18,7 @@
  * @module
  */
 
-import { ERROR_CODE_HEADER } from "../../server/api_error.ts";
+import { ERROR_CODE_HEADER } from "@users-pipeline/server/api_error";
 
 /** What became of one request. */
 export interface Outcome {

@@ -40,12 +40,16 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
-import { encodeEnvelope, type UserEnvelope } from "../../queue/envelope.ts";
-import { type QueueKeys, queueKeys } from "../../queue/keys.ts";
-import type { DeadLetter } from "../../queue/redis_queue.ts";
-import { withLoadTurn } from "../../tools/harness/load_turn.ts";
-import { freePort } from "../../tools/harness/ports.ts";
-import { TaskProcess } from "../../tools/harness/processes.ts";
+import {
+  type DeadLetter,
+  encodeEnvelope,
+  type QueueKeys,
+  queueKeys,
+  type UserEnvelope,
+} from "@users-pipeline/queue";
+import { withLoadTurn } from "@users-pipeline/harness/load_turn";
+import { freePort } from "@users-pipeline/harness/ports";
+import { TaskProcess } from "@users-pipeline/harness/processes";
 import {
   migrate,
   projectEnv,
@@ -53,8 +57,8 @@ import {
   startRedis,
   type TestPostgres,
   type TestRedis,
-} from "../../tools/harness/services.ts";
-import { waitFor, waitForHttp } from "../../tools/harness/wait.ts";
+} from "@users-pipeline/harness/services";
+import { waitFor, waitForHttp } from "@users-pipeline/harness/wait";
 import { type AnswerCheckOptions, checkAnswers, type Excuse, type Fault } from "./answer_check.ts";
 import {
   checkDelivery,

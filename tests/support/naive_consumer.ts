@@ -17,7 +17,7 @@
 
 import { Redis } from "ioredis";
 import postgres from "postgres";
-import { forEachLine } from "../../tools/harness/line_output.ts";
+import { forEachLine } from "@users-pipeline/harness/line_output";
 
 /** A naive consumer process; SIGKILL it with `kill()`. */
 export interface NaiveConsumer extends AsyncDisposable {

@@ -1,7 +1,7 @@
 /**
  * postgres.js clients for the tests, on the database a `PG*` environment names (a test server's
  * `env`, a native stack's): one place that maps the variables to options, as the services'
- * own `schema/postgres_options.ts` does for theirs.
+ * own `runtime/postgres_options.ts` does for theirs.
  *
  * @module
  */

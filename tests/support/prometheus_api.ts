@@ -6,7 +6,7 @@
  * @module
  */
 
-import { waitFor } from "../../tools/harness/wait.ts";
+import { waitFor } from "@users-pipeline/harness/wait";
 
 /**
  * The metrics of the pipeline the tests pin by name: the users the consumers

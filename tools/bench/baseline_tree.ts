@@ -9,7 +9,7 @@
  * @module
  */
 
-import { REPO_DIR } from "../harness/repo.ts";
+import { REPO_DIR } from "@users-pipeline/harness/repo";
 import { denoRunArgs, taskCommand } from "./deno_task.ts";
 import type { Progress } from "./progress.ts";
 

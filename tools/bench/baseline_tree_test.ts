@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { REPO_DIR } from "../harness/repo.ts";
+import { REPO_DIR } from "@users-pipeline/harness/repo";
 import { ensureCached, extractTree, resolveCommit, taskModule } from "./baseline_tree.ts";
 import { taskCommand } from "./deno_task.ts";
 import { Progress } from "./progress.ts";

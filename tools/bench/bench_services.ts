@@ -10,15 +10,15 @@
 
 import { Redis } from "ioredis";
 import postgres from "postgres";
-import { parseEnv } from "../../queue/config.ts";
-import { postgresOptions, postgresVars } from "../../schema/postgres_options.ts";
+import { parseEnv } from "@users-pipeline/runtime/config";
+import { postgresOptions, postgresVars } from "@users-pipeline/runtime/postgres_options";
 import {
   migrate,
   startPostgres,
   startRedis,
   type TestPostgres,
   type TestRedis,
-} from "../harness/services.ts";
+} from "@users-pipeline/harness/services";
 import { onInterrupt } from "./interrupt.ts";
 import { readTreeCpuSeconds } from "./process_stats.ts";
 

@@ -8,11 +8,11 @@
  * @module
  */
 
-import { OutputBuffer } from "../harness/line_output.ts";
-import { freePort } from "../harness/ports.ts";
-import { ServiceProcess } from "../harness/service_process.ts";
-import { REPO_DIR } from "../harness/repo.ts";
-import { waitForHttp } from "../harness/wait.ts";
+import { OutputBuffer } from "@users-pipeline/harness/line_output";
+import { freePort } from "@users-pipeline/harness/ports";
+import { ServiceProcess } from "@users-pipeline/harness/service_process";
+import { REPO_DIR } from "@users-pipeline/harness/repo";
+import { waitForHttp } from "@users-pipeline/harness/wait";
 import { onInterrupt } from "./interrupt.ts";
 
 /**

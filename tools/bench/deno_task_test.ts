@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { REPO_DIR } from "../harness/repo.ts";
+import { REPO_DIR } from "@users-pipeline/harness/repo";
 import {
   COURSE_PRODUCER_COMMAND,
   denoRunArgs,

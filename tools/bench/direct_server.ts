@@ -14,15 +14,15 @@
  * @module
  */
 
-import { parseEnv } from "../../queue/config.ts";
-import { Readiness } from "../../queue/readiness.ts";
-import { postgresClients } from "../../schema/postgres_client.ts";
-import { postgresVars } from "../../schema/postgres_options.ts";
-import { findUser, insertUsers, listUsers } from "../../schema/users_table.ts";
-import { createApp } from "../../server/app.ts";
-import { serverVars } from "../../server/config.ts";
-import { ApiMetrics } from "../../server/metrics.ts";
-import { userStatusReader } from "../../server/user_status.ts";
+import { parseEnv } from "@users-pipeline/runtime/config";
+import { Readiness } from "@users-pipeline/runtime/readiness";
+import { postgresClients } from "@users-pipeline/runtime/postgres_client";
+import { postgresVars } from "@users-pipeline/runtime/postgres_options";
+import { findUser, insertUsers, listUsers } from "@users-pipeline/schema";
+import { createApp } from "@users-pipeline/server/app";
+import { serverVars } from "@users-pipeline/server/config";
+import { ApiMetrics } from "@users-pipeline/server/metrics";
+import { userStatusReader } from "@users-pipeline/server/user_status";
 
 const config = parseEnv("direct-server", {
   PORT: serverVars.PORT,

@@ -15,11 +15,10 @@
  */
 
 import postgres from "postgres";
-import { queueKeys } from "../../queue/keys.ts";
-import { RedisQueue } from "../../queue/redis_queue.ts";
-import { insertUsers } from "../../schema/users_table.ts";
-import { REPO_DIR } from "../harness/repo.ts";
-import { waitFor } from "../harness/wait.ts";
+import { queueKeys, RedisQueue } from "@users-pipeline/queue";
+import { insertUsers } from "@users-pipeline/schema";
+import { REPO_DIR } from "@users-pipeline/harness/repo";
+import { waitFor } from "@users-pipeline/harness/wait";
 import { benchPostgresOptions, type BenchServices, freshQueueName } from "./bench_services.ts";
 import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
 import { COURSE_TABLE } from "./course_consumer.ts";

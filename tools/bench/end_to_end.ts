@@ -25,10 +25,9 @@
 
 import { Redis } from "ioredis";
 import postgres from "postgres";
-import { queueKeys } from "../../queue/keys.ts";
-import { RedisQueue } from "../../queue/redis_queue.ts";
-import { startTestStack } from "../harness/services.ts";
-import { delay, waitFor } from "../harness/wait.ts";
+import { queueKeys, RedisQueue } from "@users-pipeline/queue";
+import { startTestStack } from "@users-pipeline/harness/services";
+import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { benchPostgresOptions } from "./bench_services.ts";
 import { REFERENCE_SERVER_COMMAND, startApi } from "./deno_task.ts";
 import { onInterrupt } from "./interrupt.ts";

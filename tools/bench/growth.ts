@@ -8,9 +8,8 @@
  * @module
  */
 
-import { queueKeys } from "../../queue/keys.ts";
-import { RedisQueue } from "../../queue/redis_queue.ts";
-import { delay, waitFor } from "../harness/wait.ts";
+import { queueKeys, RedisQueue } from "@users-pipeline/queue";
+import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { type BenchServices, freshQueueName } from "./bench_services.ts";
 import { consumerEnv, startApi, startDenoProcess, taskCommand } from "./deno_task.ts";
 import { type DrainRun, timeDrain } from "./drain.ts";

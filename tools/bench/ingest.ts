@@ -12,7 +12,7 @@
  * @module
  */
 
-import { REPO_DIR } from "../harness/repo.ts";
+import { REPO_DIR } from "@users-pipeline/harness/repo";
 import type { BaselineInfo, BaselineTree } from "./baseline_tree.ts";
 import { type BenchServices, freshQueueName } from "./bench_services.ts";
 import { COURSE_QUEUE_NAME } from "./course_producer.ts";

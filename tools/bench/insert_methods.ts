@@ -34,9 +34,9 @@
 import net from "node:net";
 import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
-import type { UserEnvelope } from "../../queue/envelope.ts";
-import { insertUsers } from "../../schema/users_table.ts";
-import { migrate, startPostgres } from "../harness/services.ts";
+import type { UserEnvelope } from "@users-pipeline/queue";
+import { insertUsers } from "@users-pipeline/schema";
+import { migrate, startPostgres } from "@users-pipeline/harness/services";
 import { formatCount } from "./progress.ts";
 
 /** The methods compared, in the order of the first round. */

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { REPO_DIR } from "../harness/repo.ts";
+import { REPO_DIR } from "@users-pipeline/harness/repo";
 import { readCpuSeconds } from "./process_stats.ts";
 
 /** What one k6 run measured. */

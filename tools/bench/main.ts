@@ -40,7 +40,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { REPO_DIR } from "../harness/repo.ts";
+import { REPO_DIR } from "@users-pipeline/harness/repo";
 import { type BaselineTree, prepareBaseline } from "./baseline_tree.ts";
 import { startBenchServices } from "./bench_services.ts";
 import { capacityInputs, capacityModel, capacityText } from "./capacity.ts";

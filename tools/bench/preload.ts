@@ -9,8 +9,7 @@
  */
 
 import { v7 as uuidv7 } from "uuid";
-import type { UserEnvelope } from "../../queue/envelope.ts";
-import type { RedisQueue } from "../../queue/redis_queue.ts";
+import type { RedisQueue, UserEnvelope } from "@users-pipeline/queue";
 
 /** `count` users named `bench user <n>`, enqueued now. */
 export function benchUsers(count: number, first = 0): UserEnvelope[] {

@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
-import { decodeEnvelope, encodeEnvelope, type UserEnvelope } from "../../queue/envelope.ts";
-import type { RedisQueue } from "../../queue/redis_queue.ts";
+import {
+  decodeEnvelope,
+  encodeEnvelope,
+  type RedisQueue,
+  type UserEnvelope,
+} from "@users-pipeline/queue";
 import { benchUsers, preloadQueue } from "./preload.ts";
 
 Deno.test("benchUsers() makes valid, distinct envelopes", () => {

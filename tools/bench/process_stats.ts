@@ -11,7 +11,7 @@
  * @module
  */
 
-import { delay } from "../harness/wait.ts";
+import { delay } from "@users-pipeline/harness/wait";
 
 /** Clock ticks per second of `/proc`'s CPU times (`getconf CLK_TCK`: 100 on Linux). */
 const CLOCK_TICKS_PER_SECOND = 100;

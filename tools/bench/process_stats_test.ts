@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { delay } from "../harness/wait.ts";
+import { delay } from "@users-pipeline/harness/wait";
 import {
   parseCpuSeconds,
   parseMachineCpu,

@@ -11,8 +11,8 @@
  * @module
  */
 
-import { createApp } from "../../server/app.ts";
-import { ApiMetrics } from "../../server/metrics.ts";
+import { createApp } from "@users-pipeline/server/app";
+import { ApiMetrics } from "@users-pipeline/server/metrics";
 
 const port = Number(Deno.env.get("PORT") ?? "8000");
 const bodyLimitBytes = Number(Deno.env.get("BODY_LIMIT_BYTES") ?? "16384");

@@ -7,8 +7,8 @@
  * @module
  */
 
-import { findPostgresBinDir } from "../harness/postgres_server.ts";
-import { useStackTools } from "../harness/repo.ts";
+import { findPostgresBinDir } from "@users-pipeline/harness/postgres_server";
+import { useStackTools } from "@users-pipeline/harness/repo";
 
 /** A program, the phases that need it, and how to install it. */
 export interface Tool {

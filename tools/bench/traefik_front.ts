@@ -11,12 +11,12 @@
  */
 
 import { parse, stringify } from "yaml";
-import { OutputBuffer } from "../harness/line_output.ts";
-import { freePort } from "../harness/ports.ts";
-import { REPO_DIR } from "../harness/repo.ts";
-import { ServiceProcess } from "../harness/service_process.ts";
-import { waitForHttp } from "../harness/wait.ts";
-import { nativeStaticConfig, routesConfig } from "../harness/traefik_config.ts";
+import { OutputBuffer } from "@users-pipeline/harness/line_output";
+import { freePort } from "@users-pipeline/harness/ports";
+import { REPO_DIR } from "@users-pipeline/harness/repo";
+import { ServiceProcess } from "@users-pipeline/harness/service_process";
+import { waitForHttp } from "@users-pipeline/harness/wait";
+import { nativeStaticConfig, routesConfig } from "@users-pipeline/harness/traefik_config";
 import { onInterrupt } from "./interrupt.ts";
 
 /** A running Traefik; `stop()` ends it and removes its config dir. */

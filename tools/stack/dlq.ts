@@ -14,8 +14,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { type DeadLetterFilter, DeadLetters } from "../../queue/dead_letters.ts";
-import { DEAD_LETTER_KINDS } from "../../queue/redis_queue.ts";
+import { DEAD_LETTER_KINDS, type DeadLetterFilter, DeadLetters } from "@users-pipeline/queue";
 import { queueClient } from "./queue_client.ts";
 
 const USAGE = `usage: ./stack dlq list [--offset N] [--limit N]

@@ -14,10 +14,14 @@
  * @module
  */
 
-import { projectEnv, REPO_DIR } from "../harness/repo.ts";
+import { projectEnv, REPO_DIR } from "@users-pipeline/harness/repo";
 import { parseStackConfig } from "./stack_config.ts";
-import { replicaPorts } from "../harness/supervisor.ts";
-import { NativeStack, type StackState, STATE_FILE } from "../harness/supervisor.ts";
+import {
+  NativeStack,
+  replicaPorts,
+  type StackState,
+  STATE_FILE,
+} from "@users-pipeline/harness/supervisor";
 
 /** Whether a stack.json in `stateDir` belongs to a supervisor that still runs. */
 async function runningSupervisor(stateDir: string): Promise<number | undefined> {

@@ -8,10 +8,14 @@
  */
 
 import type { RedisOptions } from "ioredis";
-import { type Env, parseEnv, queueVars } from "../../queue/config.ts";
-import { type QueueKeys, queueShards } from "../../queue/keys.ts";
-import { createRedisClient } from "../../queue/redis_client.ts";
-import type { RedisClient } from "../../queue/scripts.ts";
+import { type Env, parseEnv, queueVars } from "@users-pipeline/runtime/config";
+import {
+  type QueueKeys,
+  queueShards,
+  type RedisClient,
+  SCRIPTS_WITH_KEY_COUNT,
+} from "@users-pipeline/queue";
+import { createRedisClient } from "@users-pipeline/runtime/redis_client";
 
 /** A client and every shard's keys. */
 export interface QueueClient {
@@ -38,6 +42,9 @@ export function queueClient(
     REDIS_CLUSTER_NODES: queueVars.REDIS_CLUSTER_NODES,
   }, env);
   const cluster = REDIS_CLUSTER_NODES !== "";
-  const redis = createRedisClient({ REDIS_URL: url, REDIS_CLUSTER_NODES }, options);
+  const redis = createRedisClient({ REDIS_URL: url, REDIS_CLUSTER_NODES }, {
+    role: options,
+    unpipelined: SCRIPTS_WITH_KEY_COUNT,
+  });
   return { redis, keys: queueShards(QUEUE_NAME, { shards: QUEUE_SHARDS, cluster }), cluster };
 }

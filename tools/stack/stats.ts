@@ -14,7 +14,7 @@
  * @module
  */
 
-import { type Overview, readOverview } from "../../queue/overview.ts";
+import { type Overview, readOverview } from "@users-pipeline/queue";
 import { queueClient } from "./queue_client.ts";
 import {
   formatAge,
@@ -22,7 +22,7 @@ import {
   type Rates,
   rates,
   snapshotOf,
-} from "../../server/dashboard/rates.js";
+} from "@users-pipeline/server/dashboard/rates";
 
 /** The dashboard's poll interval: the rates are per-second figures. */
 const REFRESH_MS = 1_000;

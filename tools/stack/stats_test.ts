@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { Overview } from "../../queue/overview.ts";
+import type { Overview } from "@users-pipeline/queue";
 import { renderStats, statsLine } from "./stats.ts";
 
 const OVERVIEW: Overview = {

@@ -47,8 +47,7 @@
  */
 
 import { setImmediate } from "node:timers";
-import type { UserEnvelope } from "./envelope.ts";
-import { QueueFullError, WriteUnconfirmedError } from "./redis_queue.ts";
+import { QueueFullError, type UserEnvelope, WriteUnconfirmedError } from "@users-pipeline/queue";
 
 /** What the grouping needs from the queue; `RedisQueue` provides it. */
 export interface FittingQueue {

@@ -14,7 +14,6 @@
  */
 
 import type { ClusterOptions, RedisOptions } from "ioredis";
-import { SCRIPTS_WITH_KEY_COUNT } from "./scripts.ts";
 
 /** Reconnect at most a second apart, whatever the number of attempts. */
 function reconnectDelay(attempt: number): number {
@@ -71,7 +70,10 @@ export const consumerBlockingOptions: RedisOptions = {
  * the API's own deadline still answers 503 within REDIS_TIMEOUT_MS, and a
  * push that runs later than that does nothing (`lua/includes/past_deadline.lua`).
  */
-export function clusterOptions(role: RedisOptions): ClusterOptions {
+export function clusterOptions(
+  role: RedisOptions,
+  unpipelined: readonly string[] = [],
+): ClusterOptions {
   const {
     enableOfflineQueue,
     retryStrategy: _perNode,
@@ -81,7 +83,7 @@ export function clusterOptions(role: RedisOptions): ClusterOptions {
   return {
     enableOfflineQueue,
     enableAutoPipelining,
-    autoPipeliningIgnoredCommands: [...SCRIPTS_WITH_KEY_COUNT],
+    autoPipeliningIgnoredCommands: [...unpipelined],
     clusterRetryStrategy: reconnectDelay,
     scaleReads: "master",
     redisOptions,

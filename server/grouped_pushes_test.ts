@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
-import type { UserEnvelope } from "./envelope.ts";
+import { QueueFullError, type UserEnvelope, WriteUnconfirmedError } from "@users-pipeline/queue";
 import { GroupedPushes, ShardedPushes } from "./grouped_pushes.ts";
-import { QueueFullError, WriteUnconfirmedError } from "./redis_queue.ts";
 
 const user = (n: number): UserEnvelope => ({
   id: `0190${String(n).padStart(4, "0")}-0000-7000-8000-000000000000`,

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseEnv } from "../queue/config.ts";
+import { parseEnv } from "./config.ts";
 import { postgresClients } from "./postgres_client.ts";
 import { postgresVars } from "./postgres_options.ts";
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { parseEnv } from "../queue/config.ts";
+import { parseEnv } from "./config.ts";
 import {
   isUnreachable,
   postgresOptions,

@@ -26,6 +26,15 @@ export interface RedisConfig {
 
 /** Options of {@linkcode createRedisClient}. */
 export interface RedisClientOptions {
+  /** The options of the client's role (`redis_options.ts`). */
+  readonly role: RedisOptions;
+  /**
+   * Commands a Cluster client must send alone rather than auto-pipelined:
+   * scripts whose first argument is their key count, not a key, which
+   * auto-pipelining would take for the key to route by (the queue's
+   * `SCRIPTS_WITH_KEY_COUNT`). @default none
+   */
+  readonly unpipelined?: readonly string[];
   /**
    * What becomes of the client's errors, of which ioredis emits one per
    * failed reconnect: `"ignore"` drops them, for a process that meets an
@@ -44,13 +53,13 @@ export interface RedisClientOptions {
  */
 export function createRedisClient(
   config: RedisConfig,
-  role: RedisOptions,
-  options: RedisClientOptions = {},
+  options: RedisClientOptions,
 ): RedisConnection {
+  const { role } = options;
   const client = config.REDIS_CLUSTER_NODES === ""
     ? new Redis(config.REDIS_URL, role)
     : new Cluster(clusterNodes(config.REDIS_CLUSTER_NODES), {
-      ...clusterOptions(role),
+      ...clusterOptions(role, options.unpipelined),
       ...(role.lazyConnect === undefined ? {} : { lazyConnect: role.lazyConnect }),
     });
   const { errors } = options;

@@ -26,7 +26,7 @@ Deno.test("the consumer's blocking client has no command timeout to cut a wait s
 });
 
 Deno.test("clusterOptions() lifts queueing and reconnecting to the cluster, keeps the rest per node", () => {
-  const options = clusterOptions(apiRedisOptions(750));
+  const options = clusterOptions(apiRedisOptions(750), ["queueRecover", "queueOverview"]);
   assert.equal(options.enableOfflineQueue, false);
   assert.equal(options.enableAutoPipelining, true);
   assert.equal(options.scaleReads, "master");

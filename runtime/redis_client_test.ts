@@ -14,7 +14,9 @@ function capturingLog(): { log: EventLog; records: Record<string, unknown>[] } {
 }
 
 Deno.test("createRedisClient() makes a standalone client of REDIS_URL with the role's options", () => {
-  const client = createRedisClient(STANDALONE, { lazyConnect: true, commandTimeout: 123 });
+  const client = createRedisClient(STANDALONE, {
+    role: { lazyConnect: true, commandTimeout: 123 },
+  });
   assert.ok(client instanceof Redis);
   assert.equal(client.options.port, 1);
   assert.equal(client.options.db, 3);
@@ -25,21 +27,22 @@ Deno.test("createRedisClient() makes a standalone client of REDIS_URL with the r
 
 Deno.test("createRedisClient() makes a Cluster client of REDIS_CLUSTER_NODES, the role's options per node", () => {
   const client = createRedisClient(CLUSTER, {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    commandTimeout: 456,
+    role: { lazyConnect: true, enableOfflineQueue: false, commandTimeout: 456 },
+    unpipelined: ["queueRecover"],
   });
   assert.ok(client instanceof Cluster);
   assert.equal(client.options.lazyConnect, true, "lazyConnect is the cluster's own");
   assert.equal(client.options.enableOfflineQueue, false);
   assert.equal(client.options.redisOptions?.commandTimeout, 456);
+  assert.deepEqual(client.options.autoPipeliningIgnoredCommands, ["queueRecover"]);
   assert.equal(client.status, "wait");
   client.disconnect();
 });
 
 Deno.test("createRedisClient() logs one redis_unavailable per outage and redis_ready as each ends", () => {
   const { log, records } = capturingLog();
-  const client = createRedisClient(STANDALONE, { lazyConnect: true }, {
+  const client = createRedisClient(STANDALONE, {
+    role: { lazyConnect: true },
     errors: { log, whileUnavailable: "answering 503" },
   });
   client.emit("ready");
@@ -67,14 +70,14 @@ Deno.test("createRedisClient() logs one redis_unavailable per outage and redis_r
 });
 
 Deno.test("createRedisClient() with errors ignored takes every error without a word", () => {
-  const client = createRedisClient(STANDALONE, { lazyConnect: true }, { errors: "ignore" });
+  const client = createRedisClient(STANDALONE, { role: { lazyConnect: true }, errors: "ignore" });
   // Without a listener, emitting "error" would throw.
   assert.equal(client.emit("error", new Error("down")), true);
   client.disconnect();
 });
 
 Deno.test("redisReady() resolves true when the client gets ready, false at its timeout or abort", async () => {
-  const client = createRedisClient(STANDALONE, { lazyConnect: true });
+  const client = createRedisClient(STANDALONE, { role: { lazyConnect: true } });
   const ready = redisReady(client);
   client.emit("ready");
   assert.equal(await ready, true);
@@ -102,8 +105,7 @@ Deno.test("closeRedis() gives up on a Redis that never answers within its bound 
   })();
   const client = createRedisClient(
     { REDIS_URL: `redis://127.0.0.1:${listener.addr.port}`, REDIS_CLUSTER_NODES: "" },
-    { enableOfflineQueue: false, maxRetriesPerRequest: 0 },
-    { errors: "ignore" },
+    { role: { enableOfflineQueue: false, maxRetriesPerRequest: 0 }, errors: "ignore" },
   );
   try {
     await new Promise((resolve) => client.once("connect", resolve));

@@ -10,7 +10,7 @@
  * The parsing sits beside the variables both services share rather than in a
  * module of its own: it is a few lines, and every process imports this module
  * anyway. The PostgreSQL variables live with the schema
- * (`schema/postgres_options.ts`).
+ * (`runtime/postgres_options.ts`).
  *
  * @module
  */

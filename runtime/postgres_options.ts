@@ -11,7 +11,7 @@
 import { connect, type Socket } from "node:net";
 import type { Options } from "postgres";
 import { z } from "zod";
-import { intVar } from "../queue/config.ts";
+import { intVar } from "./config.ts";
 
 /** The PG* variables with the course's defaults (compose's `database` service). */
 export const postgresVars = {
