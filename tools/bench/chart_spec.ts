@@ -38,16 +38,8 @@ export function ratioRows(results: BenchResults): RatioRow[] {
       ratio: ingest.queueRatio,
       target: INGEST_SHARE_MIN,
     });
-    // Issue #10's and #9's references, on the same scale: queue mode's bar must reach
-    // theirs (the course's) or 95% of it (the previous build's); no tick, as the target
-    // moves with their bar.
-    if (ingest.runs.baseline?.length) {
-      rows.push({
-        phase: "Ingest",
-        label: `ingest: previous build ${ingest.baseline?.commit.slice(0, 7) ?? ""}`.trim(),
-        ratio: shareOfReference(ingest, "baseline"),
-      });
-    }
+    // Issue #10's reference, on the same scale: queue mode's bar must reach the course's; no
+    // tick, as the target moves with its bar.
     if (ingest.runs.course?.length) {
       rows.push({
         phase: "Ingest",

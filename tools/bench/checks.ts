@@ -4,8 +4,8 @@
  * reported and never fail a run; these checks are facts about what the
  * pipeline answered and kept, which hold on any machine:
  *
- * - every 202 was kept: users queued (ingest: our API, the course's producer
- *   and the baseline build, each on its own list) or stored (ingest's direct
+ * - every 202 was kept: users queued (ingest: our API and the course's producer,
+ *   each on its own list) or stored (ingest's direct
  *   mode, end to end, overload) are at least the 202s counted (wrk stops
  *   counting with requests in flight, so a few more is normal; end to end
  *   and overload count exactly, so there they must be equal);
@@ -58,7 +58,7 @@ export function checkResults(results: BenchResults): Check[] {
   const checks: Check[] = [];
   const { ingest, traefik, endToEnd, growth } = results;
   if (ingest) {
-    // The course and the baseline are absent from older results and runs without --baseline.
+    // The course is absent from results written before it was measured.
     const measured = INGEST_TARGETS.flatMap((target) => {
       const runs = ingest.runs[target];
       return runs === undefined ? [] : [{ target, runs }];

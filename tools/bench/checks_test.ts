@@ -128,15 +128,13 @@ Deno.test("checkResults() has nothing to check in a run that measured nothing", 
   assert.match(checksSummary(checks), /^nothing to check/);
 });
 
-Deno.test("checkResults() counts the course's and the baseline's lists like the queue's", async () => {
+Deno.test("checkResults() counts the course's list like the queue's", async () => {
   const results = await quickResultsWithComparisons();
   assert.deepEqual(failed(checkResults(results)), []);
   const rules = checkResults(results).filter((c) => c.phase === "Ingest").map((c) => c.rule)
-    .filter((r) => r.startsWith("course") || r.startsWith("baseline"));
+    .filter((r) => r.startsWith("course"));
   assert.deepEqual(rules, [
-    "baseline: every answer 2xx (wrk)",
     "course: every answer 2xx (wrk)",
-    "baseline: every 202 kept (users queued ≥ 2xx counted)",
     "course: every 202 kept (users queued ≥ 2xx counted)",
   ]);
   const ingest = results.ingest!;

@@ -118,11 +118,6 @@ export interface TimeDrainOptions {
   cpuProfileDir?: string;
   /** How often the replicas' memory is sampled. @default 250 */
   rssIntervalMs?: number;
-  /**
-   * The root of the tree whose consumer runs (an earlier build extracted by
-   * `baseline_tree.ts`, for `drain_versus.ts`). @default this repo
-   */
-  consumerDir?: string;
 }
 
 /**
@@ -155,8 +150,7 @@ export async function timeDrain(
   const consumers = Array.from(
     { length: setup.replicas },
     (_, i) =>
-      startDenoProcess(`consumer-${i + 1}`, taskCommand("consumer", options.consumerDir), {
-        cwd: options.consumerDir,
+      startDenoProcess(`consumer-${i + 1}`, taskCommand("consumer"), {
         env: consumerEnv(services.serviceEnv({
           QUEUE_NAME: name,
           CONSUMER_MODE: setup.mode,

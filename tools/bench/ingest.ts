@@ -4,16 +4,13 @@
  * with it round by round (so drift on a shared machine hits them all alike):
  * the same app with an `accept` that does nothing (the HTTP limit of this
  * runtime for this request), the course's own producer (`course_producer.ts`,
- * issue #10: a bare LPUSH), with `--baseline REF` an earlier build's own API
- * (`baseline_tree.ts`, issue #9: what our changes since cost), and the same app
- * in direct mode (`direct_server.ts`: the course's first version, one INSERT
+ * issue #10: a bare LPUSH) and the same app in direct mode (`direct_server.ts`: the course's first version, one INSERT
  * per request).
  *
  * @module
  */
 
 import { REPO_DIR } from "@users-pipeline/harness/repo";
-import type { BaselineInfo, BaselineTree } from "./baseline_tree.ts";
 import { type BenchServices, freshQueueName } from "./bench_services.ts";
 import { COURSE_QUEUE_NAME } from "./course_producer.ts";
 import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
@@ -35,15 +32,12 @@ import { runWrk, type WrkResult } from "./wrk.ts";
  * next to the references it is read against, direct mode last (its INSERTs
  * leave PostgreSQL work behind that should not land in the others' runs).
  */
-export const INGEST_TARGETS = ["reference", "queue", "baseline", "course", "direct"] as const;
+export const INGEST_TARGETS = ["reference", "queue", "course", "direct"] as const;
 
 /** One of the servers measured. */
 export type IngestTarget = typeof INGEST_TARGETS[number];
 
-/**
- * The targets every run has: results written before the course was measured
- * lack it, and a run without `--baseline` lacks the baseline.
- */
+/** The targets every run has: results written before the course was measured lack it. */
 type AlwaysMeasured = "reference" | "queue" | "direct";
 
 /** Every run of every target measured, round by round. */
@@ -95,10 +89,6 @@ export interface IngestResult {
    * written before the course was measured.
    */
   readonly courseRatio?: number;
-  /** Median of the per-round ratios of queue to baseline req/s (queue ÷ baseline); with `--baseline` only. */
-  readonly baselineRatio?: number;
-  /** Which build the baseline was; with `--baseline` only. */
-  readonly baseline?: BaselineInfo;
   /**
    * k6 (closed model, as many VUs as wrk's connections) on the reference, next
    * to wrk, in req/s, with the k6 thresholds it crossed.
@@ -170,49 +160,33 @@ interface Server {
   readonly queueName: string;
 }
 
-/** Options of {@linkcode runIngest}. */
-export interface IngestOptions {
-  /** An earlier build to measure as target `baseline`. @default none: not measured */
-  baseline?: BaselineTree;
-}
-
-/** The command that starts `target`, and the tree it runs in (the repo's unless a baseline). */
-function commandOf(
-  target: IngestTarget,
-  baseline: BaselineTree | undefined,
-): { command: string; cwd?: string } {
+/** The command that starts `target`. */
+function commandOf(target: IngestTarget): string {
   switch (target) {
     case "reference":
-      return { command: REFERENCE_SERVER_COMMAND };
+      return REFERENCE_SERVER_COMMAND;
     case "course":
-      return { command: COURSE_PRODUCER_COMMAND };
+      return COURSE_PRODUCER_COMMAND;
     case "direct":
-      return { command: DIRECT_SERVER_COMMAND };
-    case "baseline":
-      if (baseline === undefined) {
-        throw new TypeError("Cannot start the baseline as no --baseline tree was given");
-      }
-      return { command: baseline.serverCommand, cwd: baseline.dir };
+      return DIRECT_SERVER_COMMAND;
     default:
-      return { command: taskCommand("server") };
+      return taskCommand("server");
   }
 }
 
 async function startServer(
   services: BenchServices,
   target: IngestTarget,
-  options: { baseline?: BaselineTree; cpuProfileDir?: string } = {},
+  options: { cpuProfileDir?: string } = {},
 ): Promise<Server> {
   // The course's list is a constant in its code; every other server gets a list of its own.
   const queueName = target === "course" ? COURSE_QUEUE_NAME : freshQueueName(`ingest_${target}`);
-  const { command, cwd } = commandOf(target, options.baseline);
-  const process = await startApi(`api-${target}`, command, {
+  const process = await startApi(`api-${target}`, commandOf(target), {
     env: services.serviceEnv({
       QUEUE_NAME: queueName,
       QUEUE_MAX_LENGTH: "100000000",
     }),
     cpuProfileDir: options.cpuProfileDir,
-    ...(cwd === undefined ? {} : { cwd }),
   });
   return { target, process, url: process.url, queueName };
 }
@@ -272,17 +246,15 @@ export async function runIngest(
   plan: IngestPlan,
   progress: Progress,
   workDir: string,
-  options: IngestOptions = {},
 ): Promise<IngestResult> {
-  const { baseline } = options;
-  const targets = INGEST_TARGETS.filter((t) => t !== "baseline" || baseline !== undefined);
+  const targets = INGEST_TARGETS;
   progress.step(
     `wrk, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up, ${plan.rounds} round(s) of ${
       targets.join(", ")
     }`,
   );
   const started = await Promise.allSettled(
-    targets.map((target) => startServer(services, target, { baseline })),
+    targets.map((target) => startServer(services, target)),
   );
   const servers = started.flatMap((s) => s.status === "fulfilled" ? [s.value] : []);
   const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
@@ -347,28 +319,19 @@ export async function runIngest(
       queue: runs.queue,
       direct: runs.direct,
       course: runs.course,
-      ...(baseline ? { baseline: runs.baseline } : {}),
     },
     queueRatio: pairedRatio(runs.queue, runs.reference),
     directRatio: pairedRatio(runs.direct, runs.reference),
     courseRatio: pairedRatio(runs.queue, runs.course),
-    ...(baseline
-      ? {
-        baselineRatio: pairedRatio(runs.queue, runs.baseline),
-        baseline: { ref: baseline.ref, commit: baseline.commit, subject: baseline.subject },
-      }
-      : {}),
     k6Check,
     profile,
   };
   progress.step(
     `queue mode: ${(result.queueRatio * 100).toFixed(0)}% of the reference, ${
       result.courseRatio!.toFixed(2)
-    }× the course's producer${
-      result.baselineRatio === undefined
-        ? ""
-        : `, ${result.baselineRatio.toFixed(2)}× the baseline ${baseline!.ref}`
-    }; direct mode: ${(result.directRatio * 100).toFixed(0)}% of the reference`,
+    }× the course's producer; direct mode: ${
+      (result.directRatio * 100).toFixed(0)
+    }% of the reference`,
   );
   return result;
 }

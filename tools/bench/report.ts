@@ -100,16 +100,12 @@ function measuredTargets(
 }
 
 /** A target's name in the tables. */
-export function ingestLabel(target: IngestTarget, ingest: IngestResult): string {
+export function ingestLabel(target: IngestTarget): string {
   switch (target) {
     case "reference":
       return "reference (same app, `accept` does nothing)";
     case "queue":
       return "**API, queue mode**";
-    case "baseline":
-      return `previous build \`${
-        ingest.baseline?.commit.slice(0, 7) ?? "?"
-      }\` (its own API, queue mode)`;
     case "course":
       return "the course's producer (`course_producer.ts`: LPUSH, nothing else)";
     case "direct":
@@ -118,23 +114,21 @@ export function ingestLabel(target: IngestTarget, ingest: IngestResult): string 
 }
 
 /**
- * Issue #10's and #9's comparisons: queue mode against the course's producer
- * and the previous build, by req/s in the same rounds and by CPU per request
- * of the API process and of Redis; empty when neither was measured.
+ * Issue #10's comparison: queue mode against the course's producer, by req/s
+ * in the same rounds and by CPU per request of the API process and of Redis;
+ * empty when it was not measured.
  */
 function comparisonLines(ingest: IngestResult): string[] {
   const queue = ingest.runs.queue;
-  const compared = (["course", "baseline"] as const).flatMap((target) => {
+  const compared = (["course"] as const).flatMap((target) => {
     const runs = ingest.runs[target];
     return runs === undefined || runs.length === 0 ? [] : [{ target, runs }];
   });
   if (compared.length === 0) return [];
   const micros = (runs: readonly IngestRun[], process: "serverCores" | "redisCores") =>
     cpuMicrosPerRequest(runs, process).toFixed(1);
-  const rows = compared.map(({ target, runs }) => [
-    target === "course"
-      ? "the course's producer"
-      : `previous build \`${ingest.baseline?.commit.slice(0, 7) ?? "?"}\``,
+  const rows = compared.map(({ runs }) => [
+    "the course's producer",
     formatCount(median(runs.map((r) => r.requestsPerSecond))),
     `${pairedRatio(queue, runs).toFixed(2)}×`,
     `${micros(queue, "serverCores")} vs ${micros(runs, "serverCores")}`,
@@ -142,7 +136,7 @@ function comparisonLines(ingest: IngestResult): string[] {
   ]);
   const lines = [
     "",
-    `**Against the course's producer and the previous build.** Queue mode (${
+    `**Against the course's producer.** Queue mode (${
       formatCount(median(queue.map((r) => r.requestsPerSecond)))
     } req/s) divided by each, round by round (the median of the per-round ratios: above 1× is faster); CPU per request is the median over the rounds of CPU time over requests answered, for the API process and for Redis (which only the measured server uses during its run).`,
     "",
@@ -164,15 +158,6 @@ function comparisonLines(ingest: IngestResult): string[] {
       "The course's producer is its chapter's `POST /users` as written: the name from the JSON body, LPUSHed as `{ name }` onto one list with ioredis' defaults, 202 \"Accepted\" — no content-type check, body limit, validation, id, envelope, queue bound or deadline, which the queue mode pays for. It runs directly here; section 1b measures it behind Traefik.",
     );
   }
-  if (ingest.baseline !== undefined) {
-    const { ref, commit, subject } = ingest.baseline;
-    lines.push(
-      "",
-      `The previous build is \`${ref}\` = \`${
-        commit.slice(0, 10)
-      }\` ("${subject}"): its tree from \`git archive\`, its own \`deno task server\` command and packages, on the same Redis with its own list.`,
-    );
-  }
   return lines;
 }
 
@@ -185,7 +170,7 @@ function ingestSection(results: BenchResults): string {
     const run = medianRun(runs);
     const errors = runs.reduce((sum, r) => sum + r.non2xx + r.socketErrors, 0);
     return [
-      ingestLabel(target, ingest),
+      ingestLabel(target),
       formatCount(median(runs.map((r) => r.requestsPerSecond))),
       pct(shareOfReference(ingest, target)),
       ms(run.latencyMs.p50),

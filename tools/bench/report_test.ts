@@ -90,32 +90,25 @@ Deno.test("renderReport() states the load generator comparison only when it was 
   );
 });
 
-Deno.test("renderReport() puts the course and the previous build in the ingest tables", async () => {
+Deno.test("renderReport() puts the course in the ingest tables", async () => {
   const report = renderReport(await quickResultsWithComparisons(), []);
-  assert.match(report, /the 5 servers take turns/);
-  assert.match(
-    report,
-    /\| previous build `6019304` \(its own API, queue mode\) \| [\d,]+ \| \d+% \|/,
-  );
+  assert.match(report, /the 4 servers take turns/);
   assert.match(
     report,
     /\| the course's producer \(`course_producer\.ts`: LPUSH, nothing else\) \| [\d,]+ \|/,
   );
   assert.match(
     report,
-    /\| Round \| reference req\/s \| queue req\/s \| queue\/ref \| baseline req\/s \| baseline\/ref \| course req\/s \| course\/ref \| direct req\/s \| direct\/ref \|/,
+    /\| Round \| reference req\/s \| queue req\/s \| queue\/ref \| course req\/s \| course\/ref \| direct req\/s \| direct\/ref \|/,
   );
   // Queue ÷ each, with CPU per request of the API and of Redis side by side.
   assert.match(
     report,
     /\| the course's producer \| [\d,]+ \| 1\.25× \| ([\d.]+) vs \1 \| ([\d.]+) vs \2 \|/,
   );
-  assert.match(report, /\| previous build `6019304` \| [\d,]+ \| 0\.98× \|/);
-  assert.match(report, /The previous build is `6019304` = `6019304fcb` \("Swarm test/);
   assert.match(report, /It runs directly here; section 1b measures it behind Traefik\./);
   // Their every-202-kept checks sit with the others.
   assert.match(report, /\| Ingest \| course: every 202 kept \(users queued ≥ 2xx counted\) \|/);
-  assert.match(report, /\| Ingest \| baseline: every 202 kept \(users queued ≥ 2xx counted\) \|/);
 });
 
 Deno.test("renderReport() leaves the comparisons out of results that lack them", async () => {

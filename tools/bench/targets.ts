@@ -1,5 +1,5 @@
 /**
- * The targets of issues #4 and #10 (and ingest's one of issue #9), checked
+ * The targets of issues #4 and #10, checked
  * against one run's results. Each is a ratio between figures measured in the
  * same run (or a latency bound), never an absolute throughput, so the verdict
  * survives a slower or busier machine.
@@ -47,9 +47,6 @@ export const DRAIN_SHARE_MIN = 0.9;
  */
 export const COURSE_RATIO_MIN = 1.0;
 
-/** Issue #9: what changed since the previous build costs ingest at most 5% of its req/s. */
-export const BASELINE_RATIO_MIN = 0.95;
-
 /** `1.03× (median of 3 paired rounds); API CPU 35.1 vs 36.0 µs/request` */
 function pairedMeasure(ratio: number, queue: readonly IngestRun[], other: readonly IngestRun[]) {
   return `${ratio.toFixed(2)}× (median of ${
@@ -59,17 +56,13 @@ function pairedMeasure(ratio: number, queue: readonly IngestRun[], other: readon
   } µs/request`;
 }
 
-/** Issue #10's and issue #9's targets, from the course and baseline runs when there are any. */
+/** Issue #10's target, from the course's runs when there are any. */
 function comparisonVerdicts(ingest: IngestResult | undefined): TargetVerdict[] {
   const courseTarget = `queue mode ≥ ${
     COURSE_RATIO_MIN.toFixed(1)
   }× the course's producer's req/s, directly (issue #10)`;
-  const baselineTarget = `ingest cost vs the previous build ≤ ${
-    ((1 - BASELINE_RATIO_MIN) * 100).toFixed(0)
-  }%: queue mode ≥ ${BASELINE_RATIO_MIN}× its req/s (issue #9)`;
-  const { course, baseline } = ingest?.runs ?? {};
+  const course = ingest?.runs.course;
   const courseRatio = ingest?.courseRatio;
-  const baselineRatio = ingest?.baselineRatio;
   return [
     ingest && course && courseRatio !== undefined
       ? {
@@ -79,21 +72,6 @@ function comparisonVerdicts(ingest: IngestResult | undefined): TargetVerdict[] {
         met: courseRatio >= COURSE_RATIO_MIN,
       }
       : { phase: "Ingest", target: courseTarget, measured: "not measured", met: undefined },
-    ingest && baseline && baselineRatio !== undefined
-      ? {
-        phase: "Ingest",
-        target: baselineTarget,
-        measured: `${pairedMeasure(baselineRatio, ingest.runs.queue, baseline)}; baseline ${
-          ingest.baseline?.commit.slice(0, 7) ?? "?"
-        }`,
-        met: baselineRatio >= BASELINE_RATIO_MIN,
-      }
-      : {
-        phase: "Ingest",
-        target: baselineTarget,
-        measured: "not measured (run with --baseline REF)",
-        met: undefined,
-      },
   ];
 }
 
