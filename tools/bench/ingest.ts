@@ -1,6 +1,6 @@
 /**
- * Phase 1, ingest: how many `POST /users` one API process answers with 202,
- * in queue mode, next to references measured in the same run and interleaved
+ * Phase 1, ingest: how many `POST /users` one API process answers with 202
+ * under oha in closed loop (as fast as answers come back), in queue mode, next to references measured in the same run and interleaved
  * with it round by round (so drift on a shared machine hits them all alike):
  * the same app with an `accept` that does nothing (the HTTP limit of this
  * runtime for this request), the course's own producer (`course_producer.ts`,
@@ -22,10 +22,9 @@ import {
   startApi,
   taskCommand,
 } from "./deno_task.ts";
-import { runK6 } from "./k6.ts";
+import { type LoadResult, runOha } from "./oha.ts";
 import { readCpuSeconds } from "./process_stats.ts";
 import { formatCount, type Progress } from "./progress.ts";
-import { runWrk, type WrkResult } from "./wrk.ts";
 
 /**
  * The servers measured, in the order each round runs them: the queue mode
@@ -52,16 +51,16 @@ export interface IngestPlan {
   /** Unmeasured load before each measurement (JIT, pools). */
   readonly warmupSeconds: number;
   readonly seconds: number;
-  /** wrk's connections: requests in flight. */
+  /** oha's connections: requests in flight. */
   readonly connections: number;
-  /** Length of the k6-versus-wrk check on the reference; 0 skips it. */
-  readonly k6CheckSeconds: number;
   /** Length of the profiled queue-mode run; 0 skips it. */
   readonly profileSeconds: number;
 }
 
 /** One measurement of one target. */
-export interface IngestRun extends WrkResult {
+export interface IngestRun extends LoadResult {
+  /** Answers per second, over the generator's run. */
+  readonly requestsPerSecond: number;
   /** CPU the server process used during the run, in cores (1 = one core busy). */
   readonly serverCores: number;
   /** CPU Redis used during the run, in cores. */
@@ -78,6 +77,8 @@ export interface IngestRun extends WrkResult {
 /** Everything the ingest phase measured. */
 export interface IngestResult {
   readonly plan: IngestPlan;
+  /** The load generator and its version (`oha 1.16.0`). */
+  readonly generator: string;
   readonly runs: IngestRuns;
   /** Median of the per-round ratios of queue to reference req/s. */
   readonly queueRatio: number;
@@ -89,15 +90,6 @@ export interface IngestResult {
    * written before the course was measured.
    */
   readonly courseRatio?: number;
-  /**
-   * k6 (closed model, as many VUs as wrk's connections) on the reference, next
-   * to wrk, in req/s, with the k6 thresholds it crossed.
-   */
-  readonly k6Check?: {
-    readonly k6: number;
-    readonly wrk: number;
-    readonly crossed?: readonly string[];
-  };
   /** Where the queue-mode API spent its CPU. */
   readonly profile?: ProfileSummary;
 }
@@ -150,8 +142,6 @@ export function medianRun<T extends { requestsPerSecond: number }>(runs: readonl
   return sorted[Math.floor((sorted.length - 1) / 2)]!;
 }
 
-const SCRIPT = `${REPO_DIR}/tools/bench/post_users.lua`;
-
 interface Server {
   readonly target: IngestTarget;
   readonly process: ApiProcess;
@@ -197,20 +187,13 @@ async function measure(
   plan: IngestPlan,
 ): Promise<IngestRun> {
   const { queueName } = server;
-  await runWrk(`${server.url}/users`, {
-    script: SCRIPT,
-    seconds: plan.warmupSeconds,
-    connections: plan.connections,
-  });
+  const url = `${server.url}/users`;
+  await runOha(url, { seconds: plan.warmupSeconds, connections: plan.connections });
   await services.redis.del(queueName);
   if (server.target === "direct") await services.resetTable();
   const cpuBefore = (await readCpuSeconds(server.process.pid)) ?? 0;
   const serversBefore = await services.serverCpuSeconds();
-  const result = await runWrk(`${server.url}/users`, {
-    script: SCRIPT,
-    seconds: plan.seconds,
-    connections: plan.connections,
-  });
+  const result = await runOha(url, { seconds: plan.seconds, connections: plan.connections });
   const cpu = ((await readCpuSeconds(server.process.pid)) ?? 0) - cpuBefore;
   const serversAfter = await services.serverCpuSeconds();
   const kept = server.target === "reference"
@@ -222,6 +205,7 @@ async function measure(
   await services.redis.del(queueName);
   return {
     ...result,
+    requestsPerSecond: result.requests / result.seconds,
     serverCores: cpu / result.seconds,
     redisCores: (serversAfter.redis - serversBefore.redis) / result.seconds,
     postgresCores: (serversAfter.postgres - serversBefore.postgres) / result.seconds,
@@ -230,10 +214,10 @@ async function measure(
 }
 
 function describe(target: IngestTarget, run: IngestRun): string {
-  const errors = run.non2xx + run.socketErrors;
+  const errors = run.requests - run.accepted;
   return `${target.padEnd(9)} ${formatCount(run.requestsPerSecond).padStart(7)} req/s  p50 ${
     run.latencyMs.p50.toFixed(2)
-  } ms  p99 ${run.latencyMs.p99.toFixed(2)} ms  errors ${errors}  ${
+  } ms  p99 ${run.latencyMs.p99.toFixed(2)} ms  non-202 ${errors}  ${
     (run.serverCores / run.requestsPerSecond * 1e6).toFixed(1)
   } µs CPU/request; cores: api ${run.serverCores.toFixed(2)}, redis ${
     run.redisCores.toFixed(2)
@@ -246,10 +230,11 @@ export async function runIngest(
   plan: IngestPlan,
   progress: Progress,
   workDir: string,
+  generator: string,
 ): Promise<IngestResult> {
   const targets = INGEST_TARGETS;
   progress.step(
-    `wrk, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up, ${plan.rounds} round(s) of ${
+    `oha closed loop, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up, ${plan.rounds} round(s) of ${
       targets.join(", ")
     }`,
   );
@@ -266,7 +251,6 @@ export async function runIngest(
   const runs: Record<IngestTarget, IngestRun[]> = Object.fromEntries(
     INGEST_TARGETS.map((t) => [t, []]),
   ) as unknown as Record<IngestTarget, IngestRun[]>;
-  let k6Check: IngestResult["k6Check"];
   try {
     for (let round = 1; round <= plan.rounds; round++) {
       for (const server of servers) {
@@ -274,20 +258,6 @@ export async function runIngest(
         runs[server.target].push(run);
         progress.step(`round ${round}: ${describe(server.target, run)}`);
       }
-    }
-    if (plan.k6CheckSeconds > 0) {
-      const reference = servers.find((s) => s.target === "reference")!;
-      const k6 = await runK6(reference.url, {
-        vus: plan.connections,
-        seconds: plan.k6CheckSeconds,
-      });
-      const wrk = median(runs.reference.map((run) => run.requestsPerSecond));
-      k6Check = { k6: k6.requests / k6.seconds, wrk, crossed: k6.crossed ?? [] };
-      progress.step(
-        `load generator check on the reference: k6 ${formatCount(k6Check.k6)} req/s, wrk ${
-          formatCount(wrk)
-        } req/s`,
-      );
     }
   } finally {
     await Promise.all(servers.map((server) => server.process.stop()));
@@ -299,8 +269,7 @@ export async function runIngest(
     const dir = await Deno.makeTempDir({ dir: workDir, prefix: "api-profile-" });
     const server = await startServer(services, "queue", { cpuProfileDir: dir });
     try {
-      await runWrk(`${server.url}/users`, {
-        script: SCRIPT,
+      await runOha(`${server.url}/users`, {
         seconds: plan.profileSeconds,
         connections: plan.connections,
       });
@@ -309,11 +278,12 @@ export async function runIngest(
     }
     await services.redis.del(server.queueName);
     profile = await summariseProfileDir(dir, { repoUrl: `file://${REPO_DIR}/`, top: 12 });
-    progress.step(`profiled the queue-mode API for ${plan.profileSeconds} s under wrk`);
+    progress.step(`profiled the queue-mode API for ${plan.profileSeconds} s under oha`);
   }
 
   const result: IngestResult = {
     plan,
+    generator,
     runs: {
       reference: runs.reference,
       queue: runs.queue,
@@ -323,7 +293,6 @@ export async function runIngest(
     queueRatio: pairedRatio(runs.queue, runs.reference),
     directRatio: pairedRatio(runs.direct, runs.reference),
     courseRatio: pairedRatio(runs.queue, runs.course),
-    k6Check,
     profile,
   };
   progress.step(

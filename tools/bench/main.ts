@@ -6,7 +6,7 @@
  *
  * 1. Ingest: `POST /users` on one API process in queue mode, against the same
  *    app without Redis, the course's own producer, the same app in direct
- *    mode (an INSERT per request) (wrk).
+ *    mode (an INSERT per request); oha in closed loop.
  * 1b. Traefik: the same through Traefik (oha): its ceiling (the no-op server
  *    behind it), our API at the stack's defaults, the course's producer.
  * 2. Drain: consumers in single and batch mode against `insertUsers` from
@@ -14,7 +14,7 @@
  * 3. End to end: the native stack through Traefik at open-model rates up to
  *    Traefik's ceiling (oha).
  * 4. Growth: consumer memory and speed against backlog size; API memory under
- *    2× overload with a small QUEUE_MAX_LENGTH.
+ *    2× overload with a small QUEUE_MAX_LENGTH (oha, open model).
  *
  *   deno run --cached-only --allow-read --allow-write --allow-run --allow-env \
  *     --allow-net=127.0.0.1 --allow-sys=hostname,osRelease,networkInterfaces,loadavg,uid,gid \
@@ -30,7 +30,7 @@
  * (after a change to them). Reads env: PATH, HOME, STACK_TOOLS_DIR,
  * STACK_PG_BIN_DIR. Exits 1 if a phase
  * fails or a check fails (checks.ts: a 202 not kept, an answer neither 202 nor
- * an expected 503, a crossed k6 threshold); a target that is not met is
+ * an expected 503); a target that is not met is
  * reported, not an error (a busy machine must not fail CI).
  *
  * @module
@@ -228,6 +228,7 @@ async function main(args: BenchArgs): Promise<boolean> {
   progress.step(
     Object.entries(versions).map(([tool, version]) => `${tool} ${version}`).join(", "),
   );
+  const generator = `oha ${versions.oha ?? "?"}`;
   const workDir = await Deno.makeTempDir({ prefix: "bench-" });
   const skipped = PHASES.filter((p) => !args.phases.includes(p)).map((p) => `${p} (not asked)`);
   let results: Omit<BenchResults, "run"> = { skipped };
@@ -242,7 +243,7 @@ async function main(args: BenchArgs): Promise<boolean> {
         progress.phase("1. ingest: POST /users on one API process");
         results = {
           ...results,
-          ingest: await runIngest(services, plan.ingest, progress, workDir),
+          ingest: await runIngest(services, plan.ingest, progress, workDir, generator),
         };
       }
       if (args.phases.includes("traefik")) {
@@ -258,7 +259,10 @@ async function main(args: BenchArgs): Promise<boolean> {
       }
       if (args.phases.includes("growth")) {
         progress.phase("4. growth: memory against backlog and overload");
-        results = { ...results, growth: await runGrowth(services, plan.growth, progress) };
+        results = {
+          ...results,
+          growth: await runGrowth(services, plan.growth, progress, generator),
+        };
       }
       progress.step("stopping Redis and PostgreSQL");
     }
@@ -268,7 +272,7 @@ async function main(args: BenchArgs): Promise<boolean> {
         ...results,
         endToEnd: await runEndToEnd(plan.endToEnd, progress, {
           ceiling: results.traefik?.ceiling,
-          generator: `oha ${versions.oha ?? "?"}`,
+          generator,
         }),
       };
     }

@@ -168,7 +168,7 @@ function ingestSection(results: BenchResults): string {
   const targets = measuredTargets(ingest);
   const rows = targets.map(({ target, runs }) => {
     const run = medianRun(runs);
-    const errors = runs.reduce((sum, r) => sum + r.non2xx + r.socketErrors, 0);
+    const errors = runs.reduce((sum, r) => sum + r.requests - r.accepted, 0);
     return [
       ingestLabel(target),
       formatCount(median(runs.map((r) => r.requestsPerSecond))),
@@ -195,12 +195,11 @@ function ingestSection(results: BenchResults): string {
   const cpuPerRequest = (target: "reference" | "queue") =>
     median(ingest.runs[target].map((r) => r.serverCores / r.requestsPerSecond * 1e6));
   const cpuRatio = cpuPerRequest("reference") / cpuPerRequest("queue");
-  const counted = (r: { requests: number; non2xx: number }) => r.requests - r.non2xx;
-  const kept = ingest.runs.queue.map((r) => `${r.kept}/${counted(r)}`).join(", ");
-  const lost = ingest.runs.queue.filter((r) => r.kept < counted(r)).length;
-  const extra = ingest.runs.queue.filter((r) => r.kept > counted(r)).length;
+  const kept = ingest.runs.queue.map((r) => `${r.kept}/${r.accepted}`).join(", ");
+  const lost = ingest.runs.queue.filter((r) => r.kept < r.accepted).length;
+  const extra = ingest.runs.queue.filter((r) => r.kept > r.accepted).length;
   const lines = [
-    `One API process on a free loopback port; wrk, ${plan.connections} connections, 1 thread, ${plan.seconds} s per run after ${plan.warmupSeconds} s of unmeasured warm-up; the ${targets.length} servers take turns, ${plan.rounds} round(s). Figures are medians over the rounds; the ratio is the median of the per-round ratios (each round's runs are seconds apart, so drift cancels).`,
+    `One API process on a free loopback port; ${ingest.generator} in closed loop, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of unmeasured warm-up; the ${targets.length} servers take turns, ${plan.rounds} round(s). Figures are medians over the rounds; the ratio is the median of the per-round ratios (each round's runs are seconds apart, so drift cancels).`,
     "",
     markdownTable(
       [
@@ -209,7 +208,7 @@ function ingestSection(results: BenchResults): string {
         "of reference",
         "p50 ms",
         "p99 ms",
-        "errors (non-2xx, socket)",
+        "non-202",
         "server CPU µs/request",
         "redis CPU µs/request",
         "server cores",
@@ -241,36 +240,18 @@ function ingestSection(results: BenchResults): string {
     `${
       lost === 0
         ? "Every 202 was kept"
-        : `**${lost} of ${ingest.runs.queue.length} queue-mode runs kept fewer users than were answered 2xx**`
-    }: users queued after each queue-mode run / 2xx wrk counted = ${kept}${
+        : `**${lost} of ${ingest.runs.queue.length} queue-mode runs kept fewer users than were answered 202**`
+    }: users queued after each queue-mode run / 202s counted = ${kept}${
       extra > 0
-        ? " (more than counted: wrk stops counting with requests in flight, which the server still answers)"
+        ? " (more than counted: the generator stopped counting with requests in flight, which the server still answered)"
         : ""
     }.`,
     "",
     `Reference: ${
       formatCount(reference)
-    } req/s is what \`Deno.serve\` + Hono sustain for this exact request on this machine while wrk shares it; "cores" is CPU time during the run divided by its length (1.00 = one core busy), and "server CPU µs/request" is the server's CPU time divided by the requests it answered: the steadiest figure on a shared machine, since it does not depend on how much CPU the scheduler gave the server.`,
+    } req/s is what \`Deno.serve\` + Hono sustain for this exact request on this machine while the generator shares it; "cores" is CPU time during the run divided by its length (1.00 = one core busy), and "server CPU µs/request" is the server's CPU time divided by the requests it answered: the steadiest figure on a shared machine, since it does not depend on how much CPU the scheduler gave the server.`,
     ...comparisonLines(ingest),
   ];
-  if (ingest.k6Check) {
-    const { k6, wrk } = ingest.k6Check;
-    lines.push(
-      "",
-      `**Load generator: wrk.** Against the same reference server, k6 (closed model, ${plan.connections} VUs) reached ${
-        formatCount(k6)
-      } req/s where wrk reached ${formatCount(wrk)} req/s (${(wrk / k6).toFixed(1)}× k6's rate): ${
-        wrk > k6
-          ? "k6's JavaScript VUs need more CPU per request, so at these rates k6 would measure itself"
-          : "here k6 kept up with wrk"
-      }. k6 is used where an open model matters (end to end, overload), at rates it can drive.`,
-    );
-  } else {
-    lines.push(
-      "",
-      "**Load generator: wrk.** The comparison with k6 on the reference runs only in the full benchmark; this run did not measure it.",
-    );
-  }
   return lines.join("\n");
 }
 
@@ -703,7 +684,7 @@ function growthSection(results: BenchResults): string {
     const mib = run.rssSamples.filter((s) => s.ms >= end / 2).map((s) => s.mib);
     return mib.length ? `${Math.min(...mib).toFixed(0)}–${Math.max(...mib).toFixed(0)}` : "";
   };
-  const { k6 } = overload;
+  const { load } = overload;
   return [
     `One consumer (batch mode, BATCH_SIZE 1000) drains each backlog in a fresh process, warmed up first as in the drain phase; RSS is the Deno process's VmRSS, sampled every 250 ms. To compare like with like, the larger drain's RSS is also read at the moment it had stored as many rows as the smaller drain in all (V8 grows its heap with the work done, whatever the backlog); the backlog itself stays in Redis.`,
     "",
@@ -729,9 +710,9 @@ function growthSection(results: BenchResults): string {
     "",
     `API under 2× overload: one API (queue mode, QUEUE_MAX_LENGTH=${plan.overloadMaxLength}) and one single-mode consumer, which drained ${
       formatCount(overload.drainRate)
-    } users/s just before; k6 offered twice that, ${
+    } users/s just before; ${overload.generator} offered twice that, ${
       formatCount(overload.offeredRate)
-    } req/s (open model, at most 200 requests in flight), for ${plan.overloadSeconds} s. RSS sampled every 500 ms.`,
+    } req/s (open model), for ${plan.overloadSeconds} s. RSS sampled every 500 ms.`,
     "",
     markdownTable(
       [
@@ -749,12 +730,12 @@ function growthSection(results: BenchResults): string {
       ],
       [[
         formatCount(overload.offeredRate),
-        formatCount(k6.accepted / k6.seconds),
-        formatCount(k6.rejected / k6.seconds),
-        k6.failed,
-        overload.stored === undefined ? "not counted" : `${overload.stored}/${k6.accepted}`,
-        k6.dropped,
-        ms(k6.latencyMs.p99),
+        formatCount(load.accepted / load.seconds),
+        formatCount(load.rejected / load.seconds),
+        load.failed,
+        `${overload.stored}/${load.accepted}`,
+        load.dropped,
+        ms(load.latencyMs.p99),
         `${formatCount(overload.maxBacklog)} / ${formatCount(overload.maxLength)}`,
         overload.earlyRssMiB.toFixed(0),
         overload.lateRssMiB.toFixed(0),
@@ -855,7 +836,7 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
   const profiles = [
     results.ingest?.profile &&
     profileTables(
-      `API, queue mode, under wrk (${results.ingest.plan.profileSeconds} s)`,
+      `API, queue mode, under load (${results.ingest.plan.profileSeconds} s)`,
       results.ingest.profile,
     ),
     results.drain?.profile &&

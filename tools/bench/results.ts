@@ -22,7 +22,7 @@ export interface RunInfo {
   readonly cores: number;
   /** The 1-minute load average before the run began (other work on the machine). */
   readonly loadBefore: number;
-  /** Tool versions, e.g. `{ deno: "2.9.6", wrk: "4.1.0" }`. */
+  /** Tool versions, e.g. `{ deno: "2.9.6", oha: "1.16.0" }`. */
   readonly versions: Readonly<Record<string, string>>;
 }
 

@@ -244,14 +244,14 @@ export function evaluateTargets(results: BenchResults): TargetVerdict[] {
     });
     const early = meanRssBetween(overload.rssSamples, 0.25, 0.5);
     const late = meanRssBetween(overload.rssSamples, 0.75, 1.01);
-    const { k6 } = overload;
+    const { load } = overload;
     verdicts.push({
       phase: "Growth",
       target: apiTarget,
       measured: `RSS ${early.toFixed(0)} → ${
         late.toFixed(0)
-      } MiB; ${k6.rejected} answered 503, ${k6.failed} failed, backlog ≤ ${overload.maxBacklog}/${overload.maxLength}`,
-      met: late <= 1.15 * early && k6.rejected > 0 && k6.failed === 0 &&
+      } MiB; ${load.rejected} answered 503, ${load.failed} failed, backlog ≤ ${overload.maxBacklog}/${overload.maxLength}`,
+      met: late <= 1.15 * early && load.rejected > 0 && load.failed === 0 &&
         overload.maxBacklog <= overload.maxLength,
     });
   } else {

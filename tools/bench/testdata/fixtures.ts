@@ -43,6 +43,7 @@ export async function quickResultsWithComparisons(
       ...run,
       requestsPerSecond: run.requestsPerSecond / ratio,
       requests: Math.round(run.requests / ratio),
+      accepted: Math.round(run.requests / ratio),
       kept: Math.round(run.requests / ratio),
       serverCores: run.serverCores / ratio,
       redisCores: run.redisCores / ratio,
