@@ -36,13 +36,8 @@ export const INGEST_TARGETS = ["reference", "queue", "course", "direct"] as cons
 /** One of the servers measured. */
 export type IngestTarget = typeof INGEST_TARGETS[number];
 
-/** The targets every run has: results written before the course was measured lack it. */
-type AlwaysMeasured = "reference" | "queue" | "direct";
-
 /** Every run of every target measured, round by round. */
-export type IngestRuns =
-  & Readonly<Record<AlwaysMeasured, readonly IngestRun[]>>
-  & Readonly<Partial<Record<Exclude<IngestTarget, AlwaysMeasured>, readonly IngestRun[]>>>;
+export type IngestRuns = Readonly<Record<IngestTarget, readonly IngestRun[]>>;
 
 /** Sizes of the ingest phase. */
 export interface IngestPlan {
@@ -86,10 +81,9 @@ export interface IngestResult {
   readonly directRatio: number;
   /**
    * Median of the per-round ratios of queue to the course's producer req/s
-   * (queue ÷ course: above 1 is faster than the course). Absent in results
-   * written before the course was measured.
+   * (queue ÷ course: above 1 is faster than the course).
    */
-  readonly courseRatio?: number;
+  readonly courseRatio: number;
   /** Where the queue-mode API spent its CPU. */
   readonly profile?: ProfileSummary;
 }
@@ -120,12 +114,12 @@ export function pairedRatio(
   );
 }
 
-/** A target's req/s as a share of the reference's (median of paired rounds); NaN if not measured. */
+/** A target's req/s as a share of the reference's (median of paired rounds). */
 export function shareOfReference(ingest: IngestResult, target: IngestTarget): number {
   if (target === "reference") return 1;
   if (target === "queue") return ingest.queueRatio;
   if (target === "direct") return ingest.directRatio;
-  return pairedRatio(ingest.runs[target] ?? [], ingest.runs.reference);
+  return pairedRatio(ingest.runs[target], ingest.runs.reference);
 }
 
 /** A CPU figure per request, in µs: the median over a target's runs. */
@@ -297,7 +291,7 @@ export async function runIngest(
   };
   progress.step(
     `queue mode: ${(result.queueRatio * 100).toFixed(0)}% of the reference, ${
-      result.courseRatio!.toFixed(2)
+      result.courseRatio.toFixed(2)
     }× the course's producer; direct mode: ${
       (result.directRatio * 100).toFixed(0)
     }% of the reference`,

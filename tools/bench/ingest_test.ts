@@ -6,7 +6,7 @@ import {
   pairedRatio,
   shareOfReference,
 } from "./ingest.ts";
-import { quickResultsWithComparisons, quickResultsWithoutCourse } from "./testdata/fixtures.ts";
+import { quickResultsWithComparisons } from "./testdata/fixtures.ts";
 
 const rps = (...values: number[]) => values.map((requestsPerSecond) => ({ requestsPerSecond }));
 
@@ -38,8 +38,6 @@ Deno.test("shareOfReference() reads each target against the reference", async ()
   // Queue is 1.25× the course, so the course is queue's share divided by 1.25.
   const queueShare = pairedRatio(ingest.runs.queue, ingest.runs.reference);
   assert.ok(Math.abs(shareOfReference(ingest, "course") - queueShare / 1.25) < 1e-9);
-  // Results captured before the course was measured have no course share.
-  assert.ok(Number.isNaN(shareOfReference((await quickResultsWithoutCourse()).ingest!, "course")));
 });
 
 Deno.test("cpuMicrosPerRequest() is CPU time over requests, in µs, median over runs", () => {

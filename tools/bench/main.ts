@@ -50,7 +50,7 @@ import { installInterruptHandler } from "./interrupt.ts";
 import { CAPACITY_PLAN, FULL_PLAN, QUICK_PLAN } from "./plan.ts";
 import { Progress } from "./progress.ts";
 import { renderReport } from "./report.ts";
-import { type BenchResults, upgradeResults } from "./results.ts";
+import type { BenchResults } from "./results.ts";
 import { evaluateTargets } from "./targets.ts";
 import { runThroughTraefik } from "./through_traefik.ts";
 import { checkTools } from "./tools.ts";
@@ -211,7 +211,7 @@ async function writeOutputs(
 async function main(args: BenchArgs): Promise<boolean> {
   if (args.render !== undefined) {
     // Re-render the report and chart of an earlier run, measuring nothing.
-    const results = upgradeResults(JSON.parse(await Deno.readTextFile(args.render)));
+    const results: BenchResults = JSON.parse(await Deno.readTextFile(args.render));
     const checks = await writeOutputs(results, args.out, new Progress());
     console.log(checksSummary(checks));
     return checks.every((c) => c.ok);

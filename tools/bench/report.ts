@@ -89,16 +89,6 @@ function targetsSection(verdicts: readonly TargetVerdict[]): string {
   );
 }
 
-/** The ingest targets a run measured, in round order, with their runs. */
-function measuredTargets(
-  ingest: IngestResult,
-): { target: IngestTarget; runs: readonly IngestRun[] }[] {
-  return INGEST_TARGETS.flatMap((target) => {
-    const runs = ingest.runs[target];
-    return runs === undefined || runs.length === 0 ? [] : [{ target, runs }];
-  });
-}
-
 /** A target's name in the tables. */
 export function ingestLabel(target: IngestTarget): string {
   switch (target) {
@@ -115,30 +105,17 @@ export function ingestLabel(target: IngestTarget): string {
 
 /**
  * Issue #10's comparison: queue mode against the course's producer, by req/s
- * in the same rounds and by CPU per request of the API process and of Redis;
- * empty when it was not measured.
+ * in the same rounds and by CPU per request of the API process and of Redis.
  */
 function comparisonLines(ingest: IngestResult): string[] {
-  const queue = ingest.runs.queue;
-  const compared = (["course"] as const).flatMap((target) => {
-    const runs = ingest.runs[target];
-    return runs === undefined || runs.length === 0 ? [] : [{ target, runs }];
-  });
-  if (compared.length === 0) return [];
+  const { queue, course } = ingest.runs;
   const micros = (runs: readonly IngestRun[], process: "serverCores" | "redisCores") =>
     cpuMicrosPerRequest(runs, process).toFixed(1);
-  const rows = compared.map(({ runs }) => [
-    "the course's producer",
-    formatCount(median(runs.map((r) => r.requestsPerSecond))),
-    `${pairedRatio(queue, runs).toFixed(2)}×`,
-    `${micros(queue, "serverCores")} vs ${micros(runs, "serverCores")}`,
-    `${micros(queue, "redisCores")} vs ${micros(runs, "redisCores")}`,
-  ]);
-  const lines = [
+  return [
     "",
     `**Against the course's producer.** Queue mode (${
       formatCount(median(queue.map((r) => r.requestsPerSecond)))
-    } req/s) divided by each, round by round (the median of the per-round ratios: above 1× is faster); CPU per request is the median over the rounds of CPU time over requests answered, for the API process and for Redis (which only the measured server uses during its run).`,
+    } req/s) divided by it, round by round (the median of the per-round ratios: above 1× is faster); CPU per request is the median over the rounds of CPU time over requests answered, for the API process and for Redis (which only the measured server uses during its run).`,
     "",
     markdownTable(
       [
@@ -148,24 +125,25 @@ function comparisonLines(ingest: IngestResult): string[] {
         "API CPU µs/request (queue vs it)",
         "Redis CPU µs/request (queue vs it)",
       ],
-      rows,
+      [[
+        "the course's producer",
+        formatCount(median(course.map((r) => r.requestsPerSecond))),
+        `${ingest.courseRatio.toFixed(2)}×`,
+        `${micros(queue, "serverCores")} vs ${micros(course, "serverCores")}`,
+        `${micros(queue, "redisCores")} vs ${micros(course, "redisCores")}`,
+      ]],
       ["left", "right", "right", "right", "right"],
     ),
+    "",
+    "The course's producer is its chapter's `POST /users` as written: the name from the JSON body, LPUSHed as `{ name }` onto one list with ioredis' defaults, 202 \"Accepted\" — no content-type check, body limit, validation, id, envelope, queue bound or deadline, which the queue mode pays for. It runs directly here; section 1b measures it behind Traefik.",
   ];
-  if (ingest.runs.course !== undefined) {
-    lines.push(
-      "",
-      "The course's producer is its chapter's `POST /users` as written: the name from the JSON body, LPUSHed as `{ name }` onto one list with ioredis' defaults, 202 \"Accepted\" — no content-type check, body limit, validation, id, envelope, queue bound or deadline, which the queue mode pays for. It runs directly here; section 1b measures it behind Traefik.",
-    );
-  }
-  return lines;
 }
 
 function ingestSection(results: BenchResults): string {
   const ingest = results.ingest!;
   const { plan } = ingest;
   const reference = median(ingest.runs.reference.map((r) => r.requestsPerSecond));
-  const targets = measuredTargets(ingest);
+  const targets = INGEST_TARGETS.map((target) => ({ target, runs: ingest.runs[target] }));
   const rows = targets.map(({ target, runs }) => {
     const run = medianRun(runs);
     const errors = runs.reduce((sum, r) => sum + r.requests - r.accepted, 0);
@@ -358,7 +336,7 @@ function keptSentence(t: NonNullable<BenchResults["traefik"]>): string {
 function courseCostSection(results: BenchResults): string | undefined {
   const t = results.traefik;
   const drain = results.drain;
-  if (!t || !drain?.course) return undefined;
+  if (!t || !drain) return undefined;
   const batch = drain.batch.find((r) =>
     r.mode === "batch" && r.batchSize === REFERENCE_BATCH && r.replicas === 1
   );
@@ -530,7 +508,7 @@ function drainSection(results: BenchResults): string {
     (run.consumerCores / run.rowsPerSecond * 1e6).toFixed(1),
     (run.postgresCores / run.rowsPerSecond * 1e6).toFixed(1),
     (run.redisCores / run.rowsPerSecond * 1e6).toFixed(1),
-    run.redisBytesPerUser === undefined ? "" : run.redisBytesPerUser.toFixed(0),
+    run.redisBytesPerUser.toFixed(0),
     run.peakRssMiB.toFixed(0),
   ];
   const references = drain.references.map((r, i) => [
@@ -570,21 +548,17 @@ function drainSection(results: BenchResults): string {
       [
         ...references,
         row(drain.single),
-        ...(drain.course ? [row(drain.course)] : []),
+        row(drain.course),
         ...drain.batch.map(row),
       ],
       ["left", ...Array<Align>(13).fill("right")],
     ),
-    ...(drain.course
-      ? [
-        "",
-        `**Against the course's consumer** (issue #10): \`course_consumer.ts\`, the chapter's loop — BRPOP one item, INSERT its name into the course's own table (\`id serial, name\`), repeat; no processing list, acknowledgement, recovery or dead letters — drained the same ${
-          formatCount(drain.course.users)
-        } users right after single mode, timed the same way (from the first item taken until the list is empty and every row is in). Single mode stored ${
-          (drain.single.rowsPerSecond / drain.course.rowsPerSecond).toFixed(2)
-        }× its rows/s. Per row, "redis B/user" is the memory the backlog took in Redis (the list and, for ours, the status index) over the users in it.`,
-      ]
-      : []),
+    "",
+    `**Against the course's consumer** (issue #10): \`course_consumer.ts\`, the chapter's loop — BRPOP one item, INSERT its name into the course's own table (\`id serial, name\`), repeat; no processing list, acknowledgement, recovery or dead letters — drained the same ${
+      formatCount(drain.course.users)
+    } users right after single mode, timed the same way (from the first item taken until the list is empty and every row is in). Single mode stored ${
+      (drain.single.rowsPerSecond / drain.course.rowsPerSecond).toFixed(2)
+    }× its rows/s. Per row, "redis B/user" is the memory the backlog took in Redis (the list and, for ours, the status index) over the users in it.`,
   ].join("\n");
 }
 
@@ -612,15 +586,13 @@ function endToEndSection(results: BenchResults): string {
     ) => cores(r.cores[part])),
   ]);
   return [
-    e2e.plan.fractions.length === 0
-      ? `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL) under ${e2e.generator}'s open model, ${e2e.plan.seconds} s per rate, at the rates its ladder chose: results written before Traefik's ceiling was measured and oha drove this phase, rendered again (the "oha" column is ${e2e.generator}'s CPU).`
-      : `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL, project.env's settings) on free loopback ports. Load: ${e2e.generator}, open model — a fixed request rate (\`-q\`) whatever the latency, \`--latency-correction\` (a request's latency counts from when it was due) — for ${e2e.plan.seconds} s per rate. The rates are ${
-        e2e.plan.fractions.map((f) => `${f * 100}%`).join(", ")
-      } of Traefik's ceiling, ${formatCount(e2e.ceiling)} req/s (${
-        e2e.ceilingSource === "own run"
-          ? "measured by this phase: the no-op reference behind Traefik, oha in closed loop"
-          : "the traefik phase's median"
-      }): the rate Traefik itself passes on this machine, so rates the stack cannot sustain are measured too (their excess waits in the queue, and every 202 must still be stored). Between rates the backlog drains and the table is truncated. Stored/s counts the rows stored by the time of the last enqueue, over the first-to-last-enqueue window; latency is \`stored_at - enqueued_at\` of every row, in SQL. Sustained = ≥ 99% of the requests sent answered 202 and stored/s ≥ 98% of accepted/s, with oha having sent ≥ 95% of what was asked ("not sent": requests it could not send in the time, with every connection busy; the \`oha\` CPU column shows what the load cost to make, the \`machine\` column how busy the machine was, other tenants included).`,
+    `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL, project.env's settings) on free loopback ports. Load: ${e2e.generator}, open model — a fixed request rate (\`-q\`) whatever the latency, \`--latency-correction\` (a request's latency counts from when it was due) — for ${e2e.plan.seconds} s per rate. The rates are ${
+      e2e.plan.fractions.map((f) => `${f * 100}%`).join(", ")
+    } of Traefik's ceiling, ${formatCount(e2e.ceiling)} req/s (${
+      e2e.ceilingSource === "own run"
+        ? "measured by this phase: the no-op reference behind Traefik, oha in closed loop"
+        : "the traefik phase's median"
+    }): the rate Traefik itself passes on this machine, so rates the stack cannot sustain are measured too (their excess waits in the queue, and every 202 must still be stored). Between rates the backlog drains and the table is truncated. Stored/s counts the rows stored by the time of the last enqueue, over the first-to-last-enqueue window; latency is \`stored_at - enqueued_at\` of every row, in SQL. Sustained = ≥ 99% of the requests sent answered 202 and stored/s ≥ 98% of accepted/s, with oha having sent ≥ 95% of what was asked ("not sent": requests it could not send in the time, with every connection busy; the \`oha\` CPU column shows what the load cost to make, the \`machine\` column how busy the machine was, other tenants included).`,
     "",
     `Highest sustained rate: **${formatCount(e2e.maxSustained)} req/s** offered${
       top ? ` (${formatCount(top.acceptedPerSecond)} accepted/s)` : ""

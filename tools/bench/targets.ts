@@ -56,20 +56,18 @@ function pairedMeasure(ratio: number, queue: readonly IngestRun[], other: readon
   } µs/request`;
 }
 
-/** Issue #10's target, from the course's runs when there are any. */
+/** Issue #10's target, from the course's runs. */
 function comparisonVerdicts(ingest: IngestResult | undefined): TargetVerdict[] {
   const courseTarget = `queue mode ≥ ${
     COURSE_RATIO_MIN.toFixed(1)
   }× the course's producer's req/s, directly (issue #10)`;
-  const course = ingest?.runs.course;
-  const courseRatio = ingest?.courseRatio;
   return [
-    ingest && course && courseRatio !== undefined
+    ingest
       ? {
         phase: "Ingest",
         target: courseTarget,
-        measured: pairedMeasure(courseRatio, ingest.runs.queue, course),
-        met: courseRatio >= COURSE_RATIO_MIN,
+        measured: pairedMeasure(ingest.courseRatio, ingest.runs.queue, ingest.runs.course),
+        met: ingest.courseRatio >= COURSE_RATIO_MIN,
       }
       : { phase: "Ingest", target: courseTarget, measured: "not measured", met: undefined },
   ];
@@ -150,7 +148,7 @@ export function evaluateTargets(results: BenchResults): TargetVerdict[] {
     missing("Drain", drainRefTarget);
     missing("Drain", drainSingleTarget);
   }
-  if (drain?.course) {
+  if (drain) {
     const { single, course } = drain;
     const ratio = single.rowsPerSecond / course.rowsPerSecond;
     const perRow = (run: DrainRun) =>

@@ -57,16 +57,3 @@ export async function quickResultsWithComparisons(
     },
   };
 }
-
-/**
- * The captured quick run as a run from before the course was measured: no
- * course in the ingest phase or the drain, no traefik phase.
- */
-export async function quickResultsWithoutCourse(): Promise<BenchResults> {
-  const { traefik: _traefik, ...results } = await quickResults();
-  const ingest = results.ingest!;
-  const { course: _course, ...runs } = ingest.runs;
-  const { courseRatio: _ratio, ...rest } = ingest;
-  const { course: _drainCourse, ...drain } = results.drain!;
-  return { ...results, ingest: { ...rest, runs }, drain };
-}
