@@ -23,7 +23,7 @@
  * `--quick` (CI) runs every phase small and short, in about two minutes, and
  * writes to tools/bench/results/quick/ so it never overwrites the full run's
  * tools/bench/results/; `--capacity` runs what issue #11's capacity model
- * needs (the traefik phase and a drain), prints the model and writes to
+ * needs (the traefik phase and a drain) and writes its report, with the model, to
  * tools/bench/results/capacity/ (every run whose results allow it has the
  * model in its report); `--only ingest,traefik,drain,e2e,growth` runs some phases;
  * `--render DIR/results.json --out DIR` only rewrites a run's report and chart
@@ -39,7 +39,7 @@
 import { parseArgs } from "node:util";
 import { REPO_DIR } from "@users-pipeline/harness/repo";
 import { startBenchServices } from "./bench_services.ts";
-import { capacityInputs, capacityModel, capacityText } from "./capacity.ts";
+import { capacityInputs, capacityModel } from "./capacity.ts";
 import { capacityChartSpec, chartSpec, renderSvg } from "./chart_spec.ts";
 import { type Check, checkResults, checksSummary } from "./checks.ts";
 import { runDrain } from "./drain.ts";
@@ -200,9 +200,6 @@ async function writeOutputs(
   for (const v of verdicts) {
     const mark = v.met === undefined ? "  -  " : v.met ? " met " : " MISS";
     progress.step(`[${mark}] ${v.phase}: ${v.target} — ${v.measured}`);
-  }
-  if (inputs !== undefined) {
-    for (const line of capacityText(capacityModel(inputs))) progress.step(line);
   }
   return checks;
 }
