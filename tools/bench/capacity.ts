@@ -27,8 +27,8 @@
  *   primary is the limit (partition the table, batch across partitions, or a
  *   distributed PostgreSQL).
  *
- * Pure functions: capacity_test.ts checks the arithmetic; main.ts prints the
- * model and report.ts and chart_spec.ts show it.
+ * Pure functions: capacity_test.ts checks the arithmetic; report.ts and
+ * chart_spec.ts show the model.
  *
  * @module
  */
@@ -309,71 +309,5 @@ const bytes = (n: number) =>
     : n >= 2 ** 20
     ? `${(n / 2 ** 20).toFixed(0)} MiB`
     : `${n.toFixed(0)} B`;
-
-/** The model as plain text lines, for the terminal (`./stack bench --capacity`). */
-export function capacityText(model: CapacityModel): string[] {
-  const { inputs, options: o, unitRates } = model;
-  const lines = [
-    `Capacity model (linear per tier, each unit used up to ${
-      (o.utilisation * 100).toFixed(0)
-    }%; measured costs per user):`,
-    ...TIERS.map((tier) =>
-      `  ${tier.padEnd(9)} ${inputs.micros[tier].toFixed(1).padStart(6)} µs CPU/user → ${
-        fmt(unitRates[tier]).padStart(9)
-      } users/s per ${TIER_UNITS[tier]}${
-        tier === "redis"
-          ? ` (push ${inputs.redisSplit.ingest.toFixed(1)} + fetch/ack ${
-            inputs.redisSplit.drain.toFixed(1)
-          } µs)`
-          : tier === "consumer"
-          ? ` (one consumer stored ${fmt(inputs.consumerRowsPerSecond)} rows/s)`
-          : ""
-      }`
-    ),
-    `  all tiers ${
-      model.totalMicros.toFixed(1)
-    } µs CPU/user: one 2-core machine running everything takes ≈ ${
-      fmt(model.perMachine(2))
-    } users/s at ${(o.utilisation * 100).toFixed(0)}% (≈ ${
-      fmt(model.perMachine(2) / o.utilisation)
-    } flat out)`,
-    `  Redis memory ${inputs.redisBytesPerUser.toFixed(0)} B per queued user; PostgreSQL WAL ${
-      inputs.walBytesPerUser.toFixed(0)
-    } B per stored user`,
-    `  first limit while the stateless tiers scale out: ${
-      model.firstLimit === "redis"
-        ? `Redis, one shard at ${
-          fmt(model.oneShardLimit)
-        } users/s (then QUEUE_SHARDS=K on a Redis Cluster), PostgreSQL's one primary at ${
-          fmt(model.onePrimaryLimit)
-        } users/s (bound by its ${model.primaryBound})`
-        : `PostgreSQL's one primary at ${
-          fmt(model.onePrimaryLimit)
-        } users/s (bound by its ${model.primaryBound}), before one Redis shard at ${
-          fmt(model.oneShardLimit)
-        } users/s`
-    }`,
-    "",
-    `  ${"users/s".padStart(10)} ${"traefik cores".padStart(13)} ${"API replicas".padStart(12)} ${
-      "QUEUE_SHARDS".padStart(12)
-    } ${"consumers".padStart(9)} ${"PG cores".padStart(8)} ${"WAL MiB/s".padStart(9)} ${
-      "PG primaries".padStart(12)
-    } ${`${o.nodeCores}-core nodes`.padStart(13)} ${"all cores".padStart(9)} ${
-      `backlog ${o.backlogSeconds} s`.padStart(14)
-    }`,
-    ...model.targets.map((t) =>
-      `  ${fmt(t.rate).padStart(10)} ${fmt(t.cores.traefik).padStart(13)} ${
-        String(t.apiReplicas).padStart(12)
-      } ${String(t.shards).padStart(12)} ${String(t.consumers).padStart(9)} ${
-        fmt(t.cores.postgres).padStart(8)
-      } ${fmt(t.walBytesPerSecond / 2 ** 20).padStart(9)} ${
-        String(t.postgresPrimaries).padStart(12)
-      } ${String(t.nodes).padStart(13)} ${fmt(t.totalCores).padStart(9)} ${
-        bytes(t.backlogBytes).padStart(14)
-      }`
-    ),
-  ];
-  return lines;
-}
 
 export { bytes as formatBytes, fmt as formatRate };

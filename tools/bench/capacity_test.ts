@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type CapacityInputs, capacityModel, capacityText, scalingRows } from "./capacity.ts";
+import { type CapacityInputs, capacityModel, scalingRows } from "./capacity.ts";
 
 /** Round numbers, so each expectation can be worked out by hand. */
 const inputs: CapacityInputs = {
@@ -93,11 +93,4 @@ Deno.test("scalingRows() grows linearly with units, except one primary's cores p
   assert.equal(at("redis", 2), 100_000);
   assert.equal(at("postgres", 2), 200_000);
   assert.equal(at("postgres", 8), 400_000);
-});
-
-Deno.test("capacityText() prints one line per tier and one per target rate", () => {
-  const text = capacityText(capacityModel(inputs)).join("\n");
-  assert.match(text, /redis\s+14\.0 µs CPU\/user/);
-  assert.match(text, /first limit while the stateless tiers scale out: Redis, one shard at 50,000/);
-  assert.match(text, /\n\s+1,000,000\s/);
 });

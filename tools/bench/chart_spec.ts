@@ -38,23 +38,13 @@ export function ratioRows(results: BenchResults): RatioRow[] {
       ratio: ingest.queueRatio,
       target: INGEST_SHARE_MIN,
     });
-    // Issue #10's and #9's references, on the same scale: queue mode's bar must reach
-    // theirs (the course's) or 95% of it (the previous build's); no tick, as the target
-    // moves with their bar.
-    if (ingest.runs.baseline?.length) {
-      rows.push({
-        phase: "Ingest",
-        label: `ingest: previous build ${ingest.baseline?.commit.slice(0, 7) ?? ""}`.trim(),
-        ratio: shareOfReference(ingest, "baseline"),
-      });
-    }
-    if (ingest.runs.course?.length) {
-      rows.push({
-        phase: "Ingest",
-        label: "ingest: course's producer",
-        ratio: shareOfReference(ingest, "course"),
-      });
-    }
+    // Issue #10's reference, on the same scale: queue mode's bar must reach the course's; no
+    // tick, as the target moves with its bar.
+    rows.push({
+      phase: "Ingest",
+      label: "ingest: course's producer",
+      ratio: shareOfReference(ingest, "course"),
+    });
     rows.push({ phase: "Ingest", label: "ingest: direct mode", ratio: ingest.directRatio });
   }
   const traefik = results.traefik;
@@ -73,7 +63,7 @@ export function ratioRows(results: BenchResults): RatioRow[] {
   if (results.drain) {
     const reference = results.drain.referenceRowsPerSecond;
     const { single, course, batch } = results.drain;
-    for (const run of [single, ...(course ? [course] : []), ...batch]) {
+    for (const run of [single, course, ...batch]) {
       const isTarget = run.mode === "batch" && run.batchSize === REFERENCE_BATCH &&
         run.replicas === 1;
       rows.push({
@@ -93,7 +83,7 @@ const LABEL = {
   type: "nominal",
   sort: null,
   title: null,
-  // Vega-Lite cuts labels at 180 px; "ingest: previous build 6019304" is longer.
+  // Vega-Lite cuts labels at 180 px; "drain: batch 1000 × 2 consumers" and the like are longer.
   axis: { labelLimit: 260 },
 };
 

@@ -45,18 +45,16 @@ Deno.test("renderSvg() renders the chart headless, labels included", async () =>
   assert.match(svg, /<\/svg>$/);
 });
 
-Deno.test("ratioRows() adds the previous build and the course's producer when measured", async () => {
-  const rows = ratioRows(await quickResultsWithComparisons({ course: 1.25, baseline: 0.98 }));
-  assert.deepEqual(rows.slice(0, 4).map((r) => r.label), [
+Deno.test("ratioRows() adds the course's producer when measured", async () => {
+  const rows = ratioRows(await quickResultsWithComparisons({ course: 1.25 }));
+  assert.deepEqual(rows.slice(0, 3).map((r) => r.label), [
     "ingest: queue mode",
-    "ingest: previous build 6019304",
     "ingest: course's producer",
     "ingest: direct mode",
   ]);
-  // On the reference's scale: queue's bar is 1.25× the course's and 0.98× the previous build's.
-  assert.ok(Math.abs(rows[0]!.ratio / rows[2]!.ratio - 1.25) < 1e-9);
-  assert.ok(Math.abs(rows[0]!.ratio / rows[1]!.ratio - 0.98) < 1e-9);
-  assert.deepEqual(rows.slice(1, 4).map((r) => r.target), [undefined, undefined, undefined]);
+  // On the reference's scale: queue's bar is 1.25× the course's.
+  assert.ok(Math.abs(rows[0]!.ratio / rows[1]!.ratio - 1.25) < 1e-9);
+  assert.deepEqual(rows.slice(1, 3).map((r) => r.target), [undefined, undefined]);
   const svg = await renderSvg(chartSpec(await quickResultsWithComparisons()));
   assert.match(svg, /ingest: course&#39;s producer|ingest: course's producer/);
 });

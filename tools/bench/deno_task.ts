@@ -31,17 +31,14 @@ export function denoRunArgs(command: string, extraFlags: readonly string[] = [])
   return ["run", ...extraFlags, ...rest];
 }
 
-/**
- * The command of a task in the `deno.json` of `dir` (the repo, or an earlier
- * build of it extracted by `baseline_tree.ts`, whose tasks may differ).
- */
-export function taskCommand(task: string, dir: string = REPO_DIR): string {
-  const config = JSON.parse(Deno.readTextFileSync(`${dir}/deno.json`)) as {
+/** The command of a task in the repo's `deno.json`. */
+export function taskCommand(task: string): string {
+  const config = JSON.parse(Deno.readTextFileSync(`${REPO_DIR}/deno.json`)) as {
     tasks?: Record<string, string>;
   };
   const command = config.tasks?.[task];
   if (command === undefined) {
-    throw new TypeError(`Cannot run task ${task} as ${dir}/deno.json has no such task`);
+    throw new TypeError(`Cannot run task ${task} as deno.json has no such task`);
   }
   return command;
 }
@@ -79,11 +76,6 @@ export interface DenoProcessOptions {
   env: Record<string, string>;
   /** Write a V8 CPU profile into this dir when the process exits. @default none */
   cpuProfileDir?: string;
-  /**
-   * Where the command runs (its module paths are relative to it): another
-   * tree's root runs that tree's code. @default the repo dir
-   */
-  cwd?: string;
 }
 
 /** A service started by {@linkcode startDenoProcess}. */
@@ -100,8 +92,7 @@ export interface DenoProcess extends AsyncDisposable {
 
 /**
  * Starts `deno run …` for `command` (a deno.json task's command) in the repo
- * dir (or `options.cwd`), as a {@linkcode ServiceProcess} that is stopped if the benchmark is
- * interrupted.
+ * dir, as a {@linkcode ServiceProcess} that is stopped if the benchmark is interrupted.
  */
 export function startDenoProcess(
   name: string,
@@ -116,7 +107,7 @@ export function startDenoProcess(
     name,
     command: Deno.execPath(),
     args: denoRunArgs(command, flags),
-    cwd: options.cwd ?? REPO_DIR,
+    cwd: REPO_DIR,
     env: options.env,
     output: output.sink,
     log: output.sink.bind(null, name),

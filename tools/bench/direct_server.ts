@@ -31,7 +31,7 @@ const config = parseEnv("direct-server", {
 }, Deno.env.toObject());
 
 const postgres = postgresClients(config);
-// Enough connections for the requests wrk keeps in flight to insert side by side.
+// Enough connections for the requests the load generator keeps in flight to insert side by side.
 const sql = postgres.connect({ max: 8 });
 
 const app = createApp({

@@ -60,14 +60,14 @@ export interface DrainRun extends DrainSetup {
   readonly preloadSeconds: number;
   /**
    * Redis memory (INFO `used_memory`) the backlog took, per queued user: the
-   * list and the status index. Absent in results written before it was measured.
+   * list and the status index.
    */
-  readonly redisBytesPerUser?: number;
+  readonly redisBytesPerUser: number;
   /**
    * PostgreSQL's WAL written during the drain, per row (pg_current_wal_lsn
-   * before and after). Absent in results written before it was measured.
+   * before and after).
    */
-  readonly walBytesPerUser?: number;
+  readonly walBytesPerUser: number;
 }
 
 /** One timed reference insert. */
@@ -98,11 +98,8 @@ export interface DrainResult {
   /** The mean of the references' rows/s. */
   readonly referenceRowsPerSecond: number;
   readonly single: DrainRun;
-  /**
-   * The course's consumer on the same backlog as single mode, right after it.
-   * Absent in results written before it was measured.
-   */
-  readonly course?: DrainRun;
+  /** The course's consumer on the same backlog as single mode, right after it. */
+  readonly course: DrainRun;
   readonly batch: readonly DrainRun[];
   readonly profile?: ProfileSummary;
   /** A consumer in single mode, profiled on the single-mode backlog. */
@@ -118,11 +115,6 @@ export interface TimeDrainOptions {
   cpuProfileDir?: string;
   /** How often the replicas' memory is sampled. @default 250 */
   rssIntervalMs?: number;
-  /**
-   * The root of the tree whose consumer runs (an earlier build extracted by
-   * `baseline_tree.ts`, for `drain_versus.ts`). @default this repo
-   */
-  consumerDir?: string;
 }
 
 /**
@@ -155,8 +147,7 @@ export async function timeDrain(
   const consumers = Array.from(
     { length: setup.replicas },
     (_, i) =>
-      startDenoProcess(`consumer-${i + 1}`, taskCommand("consumer", options.consumerDir), {
-        cwd: options.consumerDir,
+      startDenoProcess(`consumer-${i + 1}`, taskCommand("consumer"), {
         env: consumerEnv(services.serviceEnv({
           QUEUE_NAME: name,
           CONSUMER_MODE: setup.mode,

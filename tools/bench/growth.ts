@@ -13,10 +13,17 @@ import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { type BenchServices, freshQueueName } from "./bench_services.ts";
 import { consumerEnv, startApi, startDenoProcess, taskCommand } from "./deno_task.ts";
 import { type DrainRun, timeDrain } from "./drain.ts";
-import { type K6Result, runK6 } from "./k6.ts";
+import { type LoadResult, runOha } from "./oha.ts";
 import { benchUsers } from "./preload.ts";
 import { peakMiB, type RssSample, sampleRss } from "./process_stats.ts";
 import { formatCount, type Progress } from "./progress.ts";
+
+/**
+ * Requests in flight at most during the overload: enough for the offered rate
+ * at the latencies a saturated API shows, few enough that the generator does
+ * not take the API's core.
+ */
+const OVERLOAD_CONNECTIONS = 200;
 
 /** Sizes of the growth phase. */
 export interface GrowthPlan {
@@ -36,14 +43,17 @@ export interface OverloadResult {
   readonly drainRate: number;
   /** The offered arrival rate: twice the drain rate. */
   readonly offeredRate: number;
-  readonly k6: K6Result;
+  /** The load generator and its version (`oha 1.16.0`). */
+  readonly generator: string;
+  /** What the generator counted: an open model at `offeredRate`. */
+  readonly load: LoadResult;
   /** The longest the queue got (it must stay at QUEUE_MAX_LENGTH or below). */
   readonly maxBacklog: number;
   /**
    * Users of the overload stored once the consumer drained the rest (they
-   * must match k6's 202s). Absent in results written before it was counted.
+   * must match the 202s counted).
    */
-  readonly stored?: number;
+  readonly stored: number;
   readonly maxLength: number;
   readonly rssSamples: readonly RssSample[];
   /** Mean RSS over the second quarter of the run (after warm-up). */
@@ -88,6 +98,7 @@ async function overloadApi(
   services: BenchServices,
   plan: GrowthPlan,
   progress: Progress,
+  generator: string,
 ): Promise<OverloadResult> {
   const name = freshQueueName("overload");
   const queue = new RedisQueue(services.redis, queueKeys(name));
@@ -131,10 +142,14 @@ async function overloadApi(
         await delay(100);
       }
     })();
-    let k6: K6Result;
+    let load: LoadResult;
     let samples: RssSample[];
     try {
-      k6 = await runK6(url, { rate: offeredRate, seconds: plan.overloadSeconds, maxVUs: 200 });
+      load = await runOha(`${url}/users`, {
+        rate: offeredRate,
+        seconds: plan.overloadSeconds,
+        connections: OVERLOAD_CONNECTIONS,
+      });
     } finally {
       polling = false;
       await poller;
@@ -149,7 +164,8 @@ async function overloadApi(
     return {
       drainRate,
       offeredRate,
-      k6,
+      generator,
+      load,
       maxBacklog,
       stored,
       maxLength: plan.overloadMaxLength,
@@ -175,6 +191,7 @@ export async function runGrowth(
   services: BenchServices,
   plan: GrowthPlan,
   progress: Progress,
+  generator: string,
 ): Promise<GrowthResult> {
   const setup = { mode: "batch", batchSize: 1_000, replicas: 1 } as const;
   const small = await timeDrain(services, { ...setup, users: plan.smallBacklog });
@@ -185,12 +202,12 @@ export async function runGrowth(
       formatCount(small.users)
     } were stored`,
   );
-  const overload = await overloadApi(services, plan, progress);
-  const { k6 } = overload;
+  const overload = await overloadApi(services, plan, progress, generator);
+  const { load } = overload;
   progress.step(
-    `API under 2× overload: ${formatCount(k6.accepted / k6.seconds)} accepted/s, ${
-      formatCount(k6.rejected / k6.seconds)
-    } answered 503/s, ${k6.failed} failed, ${overload.stored} of ${k6.accepted} accepted stored, backlog ≤ ${
+    `API under 2× overload: ${formatCount(load.accepted / load.seconds)} accepted/s, ${
+      formatCount(load.rejected / load.seconds)
+    } answered 503/s, ${load.failed} failed, ${overload.stored} of ${load.accepted} accepted stored, backlog ≤ ${
       formatCount(overload.maxBacklog)
     }; RSS ${overload.earlyRssMiB.toFixed(0)} → ${overload.lateRssMiB.toFixed(0)} MiB (peak ${
       overload.peakRssMiB.toFixed(0)

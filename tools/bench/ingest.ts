@@ -1,19 +1,16 @@
 /**
- * Phase 1, ingest: how many `POST /users` one API process answers with 202,
- * in queue mode, next to references measured in the same run and interleaved
+ * Phase 1, ingest: how many `POST /users` one API process answers with 202
+ * under oha in closed loop (as fast as answers come back), in queue mode, next to references measured in the same run and interleaved
  * with it round by round (so drift on a shared machine hits them all alike):
  * the same app with an `accept` that does nothing (the HTTP limit of this
  * runtime for this request), the course's own producer (`course_producer.ts`,
- * issue #10: a bare LPUSH), with `--baseline REF` an earlier build's own API
- * (`baseline_tree.ts`, issue #9: what our changes since cost), and the same app
- * in direct mode (`direct_server.ts`: the course's first version, one INSERT
+ * issue #10: a bare LPUSH) and the same app in direct mode (`direct_server.ts`: the course's first version, one INSERT
  * per request).
  *
  * @module
  */
 
 import { REPO_DIR } from "@users-pipeline/harness/repo";
-import type { BaselineInfo, BaselineTree } from "./baseline_tree.ts";
 import { type BenchServices, freshQueueName } from "./bench_services.ts";
 import { COURSE_QUEUE_NAME } from "./course_producer.ts";
 import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
@@ -25,31 +22,22 @@ import {
   startApi,
   taskCommand,
 } from "./deno_task.ts";
-import { runK6 } from "./k6.ts";
+import { type LoadResult, runOha } from "./oha.ts";
 import { readCpuSeconds } from "./process_stats.ts";
 import { formatCount, type Progress } from "./progress.ts";
-import { runWrk, type WrkResult } from "./wrk.ts";
 
 /**
  * The servers measured, in the order each round runs them: the queue mode
  * next to the references it is read against, direct mode last (its INSERTs
  * leave PostgreSQL work behind that should not land in the others' runs).
  */
-export const INGEST_TARGETS = ["reference", "queue", "baseline", "course", "direct"] as const;
+export const INGEST_TARGETS = ["reference", "queue", "course", "direct"] as const;
 
 /** One of the servers measured. */
 export type IngestTarget = typeof INGEST_TARGETS[number];
 
-/**
- * The targets every run has: results written before the course was measured
- * lack it, and a run without `--baseline` lacks the baseline.
- */
-type AlwaysMeasured = "reference" | "queue" | "direct";
-
 /** Every run of every target measured, round by round. */
-export type IngestRuns =
-  & Readonly<Record<AlwaysMeasured, readonly IngestRun[]>>
-  & Readonly<Partial<Record<Exclude<IngestTarget, AlwaysMeasured>, readonly IngestRun[]>>>;
+export type IngestRuns = Readonly<Record<IngestTarget, readonly IngestRun[]>>;
 
 /** Sizes of the ingest phase. */
 export interface IngestPlan {
@@ -58,16 +46,16 @@ export interface IngestPlan {
   /** Unmeasured load before each measurement (JIT, pools). */
   readonly warmupSeconds: number;
   readonly seconds: number;
-  /** wrk's connections: requests in flight. */
+  /** oha's connections: requests in flight. */
   readonly connections: number;
-  /** Length of the k6-versus-wrk check on the reference; 0 skips it. */
-  readonly k6CheckSeconds: number;
   /** Length of the profiled queue-mode run; 0 skips it. */
   readonly profileSeconds: number;
 }
 
 /** One measurement of one target. */
-export interface IngestRun extends WrkResult {
+export interface IngestRun extends LoadResult {
+  /** Answers per second, over the generator's run. */
+  readonly requestsPerSecond: number;
   /** CPU the server process used during the run, in cores (1 = one core busy). */
   readonly serverCores: number;
   /** CPU Redis used during the run, in cores. */
@@ -84,6 +72,8 @@ export interface IngestRun extends WrkResult {
 /** Everything the ingest phase measured. */
 export interface IngestResult {
   readonly plan: IngestPlan;
+  /** The load generator and its version (`oha 1.16.0`). */
+  readonly generator: string;
   readonly runs: IngestRuns;
   /** Median of the per-round ratios of queue to reference req/s. */
   readonly queueRatio: number;
@@ -91,23 +81,9 @@ export interface IngestResult {
   readonly directRatio: number;
   /**
    * Median of the per-round ratios of queue to the course's producer req/s
-   * (queue ÷ course: above 1 is faster than the course). Absent in results
-   * written before the course was measured.
+   * (queue ÷ course: above 1 is faster than the course).
    */
-  readonly courseRatio?: number;
-  /** Median of the per-round ratios of queue to baseline req/s (queue ÷ baseline); with `--baseline` only. */
-  readonly baselineRatio?: number;
-  /** Which build the baseline was; with `--baseline` only. */
-  readonly baseline?: BaselineInfo;
-  /**
-   * k6 (closed model, as many VUs as wrk's connections) on the reference, next
-   * to wrk, in req/s, with the k6 thresholds it crossed.
-   */
-  readonly k6Check?: {
-    readonly k6: number;
-    readonly wrk: number;
-    readonly crossed?: readonly string[];
-  };
+  readonly courseRatio: number;
   /** Where the queue-mode API spent its CPU. */
   readonly profile?: ProfileSummary;
 }
@@ -138,12 +114,12 @@ export function pairedRatio(
   );
 }
 
-/** A target's req/s as a share of the reference's (median of paired rounds); NaN if not measured. */
+/** A target's req/s as a share of the reference's (median of paired rounds). */
 export function shareOfReference(ingest: IngestResult, target: IngestTarget): number {
   if (target === "reference") return 1;
   if (target === "queue") return ingest.queueRatio;
   if (target === "direct") return ingest.directRatio;
-  return pairedRatio(ingest.runs[target] ?? [], ingest.runs.reference);
+  return pairedRatio(ingest.runs[target], ingest.runs.reference);
 }
 
 /** A CPU figure per request, in µs: the median over a target's runs. */
@@ -160,8 +136,6 @@ export function medianRun<T extends { requestsPerSecond: number }>(runs: readonl
   return sorted[Math.floor((sorted.length - 1) / 2)]!;
 }
 
-const SCRIPT = `${REPO_DIR}/tools/bench/post_users.lua`;
-
 interface Server {
   readonly target: IngestTarget;
   readonly process: ApiProcess;
@@ -170,49 +144,33 @@ interface Server {
   readonly queueName: string;
 }
 
-/** Options of {@linkcode runIngest}. */
-export interface IngestOptions {
-  /** An earlier build to measure as target `baseline`. @default none: not measured */
-  baseline?: BaselineTree;
-}
-
-/** The command that starts `target`, and the tree it runs in (the repo's unless a baseline). */
-function commandOf(
-  target: IngestTarget,
-  baseline: BaselineTree | undefined,
-): { command: string; cwd?: string } {
+/** The command that starts `target`. */
+function commandOf(target: IngestTarget): string {
   switch (target) {
     case "reference":
-      return { command: REFERENCE_SERVER_COMMAND };
+      return REFERENCE_SERVER_COMMAND;
     case "course":
-      return { command: COURSE_PRODUCER_COMMAND };
+      return COURSE_PRODUCER_COMMAND;
     case "direct":
-      return { command: DIRECT_SERVER_COMMAND };
-    case "baseline":
-      if (baseline === undefined) {
-        throw new TypeError("Cannot start the baseline as no --baseline tree was given");
-      }
-      return { command: baseline.serverCommand, cwd: baseline.dir };
+      return DIRECT_SERVER_COMMAND;
     default:
-      return { command: taskCommand("server") };
+      return taskCommand("server");
   }
 }
 
 async function startServer(
   services: BenchServices,
   target: IngestTarget,
-  options: { baseline?: BaselineTree; cpuProfileDir?: string } = {},
+  options: { cpuProfileDir?: string } = {},
 ): Promise<Server> {
   // The course's list is a constant in its code; every other server gets a list of its own.
   const queueName = target === "course" ? COURSE_QUEUE_NAME : freshQueueName(`ingest_${target}`);
-  const { command, cwd } = commandOf(target, options.baseline);
-  const process = await startApi(`api-${target}`, command, {
+  const process = await startApi(`api-${target}`, commandOf(target), {
     env: services.serviceEnv({
       QUEUE_NAME: queueName,
       QUEUE_MAX_LENGTH: "100000000",
     }),
     cpuProfileDir: options.cpuProfileDir,
-    ...(cwd === undefined ? {} : { cwd }),
   });
   return { target, process, url: process.url, queueName };
 }
@@ -223,20 +181,13 @@ async function measure(
   plan: IngestPlan,
 ): Promise<IngestRun> {
   const { queueName } = server;
-  await runWrk(`${server.url}/users`, {
-    script: SCRIPT,
-    seconds: plan.warmupSeconds,
-    connections: plan.connections,
-  });
+  const url = `${server.url}/users`;
+  await runOha(url, { seconds: plan.warmupSeconds, connections: plan.connections });
   await services.redis.del(queueName);
   if (server.target === "direct") await services.resetTable();
   const cpuBefore = (await readCpuSeconds(server.process.pid)) ?? 0;
   const serversBefore = await services.serverCpuSeconds();
-  const result = await runWrk(`${server.url}/users`, {
-    script: SCRIPT,
-    seconds: plan.seconds,
-    connections: plan.connections,
-  });
+  const result = await runOha(url, { seconds: plan.seconds, connections: plan.connections });
   const cpu = ((await readCpuSeconds(server.process.pid)) ?? 0) - cpuBefore;
   const serversAfter = await services.serverCpuSeconds();
   const kept = server.target === "reference"
@@ -248,6 +199,7 @@ async function measure(
   await services.redis.del(queueName);
   return {
     ...result,
+    requestsPerSecond: result.requests / result.seconds,
     serverCores: cpu / result.seconds,
     redisCores: (serversAfter.redis - serversBefore.redis) / result.seconds,
     postgresCores: (serversAfter.postgres - serversBefore.postgres) / result.seconds,
@@ -256,10 +208,10 @@ async function measure(
 }
 
 function describe(target: IngestTarget, run: IngestRun): string {
-  const errors = run.non2xx + run.socketErrors;
+  const errors = run.requests - run.accepted;
   return `${target.padEnd(9)} ${formatCount(run.requestsPerSecond).padStart(7)} req/s  p50 ${
     run.latencyMs.p50.toFixed(2)
-  } ms  p99 ${run.latencyMs.p99.toFixed(2)} ms  errors ${errors}  ${
+  } ms  p99 ${run.latencyMs.p99.toFixed(2)} ms  non-202 ${errors}  ${
     (run.serverCores / run.requestsPerSecond * 1e6).toFixed(1)
   } µs CPU/request; cores: api ${run.serverCores.toFixed(2)}, redis ${
     run.redisCores.toFixed(2)
@@ -272,17 +224,16 @@ export async function runIngest(
   plan: IngestPlan,
   progress: Progress,
   workDir: string,
-  options: IngestOptions = {},
+  generator: string,
 ): Promise<IngestResult> {
-  const { baseline } = options;
-  const targets = INGEST_TARGETS.filter((t) => t !== "baseline" || baseline !== undefined);
+  const targets = INGEST_TARGETS;
   progress.step(
-    `wrk, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up, ${plan.rounds} round(s) of ${
+    `oha closed loop, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up, ${plan.rounds} round(s) of ${
       targets.join(", ")
     }`,
   );
   const started = await Promise.allSettled(
-    targets.map((target) => startServer(services, target, { baseline })),
+    targets.map((target) => startServer(services, target)),
   );
   const servers = started.flatMap((s) => s.status === "fulfilled" ? [s.value] : []);
   const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
@@ -294,7 +245,6 @@ export async function runIngest(
   const runs: Record<IngestTarget, IngestRun[]> = Object.fromEntries(
     INGEST_TARGETS.map((t) => [t, []]),
   ) as unknown as Record<IngestTarget, IngestRun[]>;
-  let k6Check: IngestResult["k6Check"];
   try {
     for (let round = 1; round <= plan.rounds; round++) {
       for (const server of servers) {
@@ -302,20 +252,6 @@ export async function runIngest(
         runs[server.target].push(run);
         progress.step(`round ${round}: ${describe(server.target, run)}`);
       }
-    }
-    if (plan.k6CheckSeconds > 0) {
-      const reference = servers.find((s) => s.target === "reference")!;
-      const k6 = await runK6(reference.url, {
-        vus: plan.connections,
-        seconds: plan.k6CheckSeconds,
-      });
-      const wrk = median(runs.reference.map((run) => run.requestsPerSecond));
-      k6Check = { k6: k6.requests / k6.seconds, wrk, crossed: k6.crossed ?? [] };
-      progress.step(
-        `load generator check on the reference: k6 ${formatCount(k6Check.k6)} req/s, wrk ${
-          formatCount(wrk)
-        } req/s`,
-      );
     }
   } finally {
     await Promise.all(servers.map((server) => server.process.stop()));
@@ -327,8 +263,7 @@ export async function runIngest(
     const dir = await Deno.makeTempDir({ dir: workDir, prefix: "api-profile-" });
     const server = await startServer(services, "queue", { cpuProfileDir: dir });
     try {
-      await runWrk(`${server.url}/users`, {
-        script: SCRIPT,
+      await runOha(`${server.url}/users`, {
         seconds: plan.profileSeconds,
         connections: plan.connections,
       });
@@ -337,38 +272,29 @@ export async function runIngest(
     }
     await services.redis.del(server.queueName);
     profile = await summariseProfileDir(dir, { repoUrl: `file://${REPO_DIR}/`, top: 12 });
-    progress.step(`profiled the queue-mode API for ${plan.profileSeconds} s under wrk`);
+    progress.step(`profiled the queue-mode API for ${plan.profileSeconds} s under oha`);
   }
 
   const result: IngestResult = {
     plan,
+    generator,
     runs: {
       reference: runs.reference,
       queue: runs.queue,
       direct: runs.direct,
       course: runs.course,
-      ...(baseline ? { baseline: runs.baseline } : {}),
     },
     queueRatio: pairedRatio(runs.queue, runs.reference),
     directRatio: pairedRatio(runs.direct, runs.reference),
     courseRatio: pairedRatio(runs.queue, runs.course),
-    ...(baseline
-      ? {
-        baselineRatio: pairedRatio(runs.queue, runs.baseline),
-        baseline: { ref: baseline.ref, commit: baseline.commit, subject: baseline.subject },
-      }
-      : {}),
-    k6Check,
     profile,
   };
   progress.step(
     `queue mode: ${(result.queueRatio * 100).toFixed(0)}% of the reference, ${
-      result.courseRatio!.toFixed(2)
-    }× the course's producer${
-      result.baselineRatio === undefined
-        ? ""
-        : `, ${result.baselineRatio.toFixed(2)}× the baseline ${baseline!.ref}`
-    }; direct mode: ${(result.directRatio * 100).toFixed(0)}% of the reference`,
+      result.courseRatio.toFixed(2)
+    }× the course's producer; direct mode: ${
+      (result.directRatio * 100).toFixed(0)
+    }% of the reference`,
   );
   return result;
 }

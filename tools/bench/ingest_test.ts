@@ -6,7 +6,7 @@ import {
   pairedRatio,
   shareOfReference,
 } from "./ingest.ts";
-import { quickResultsWithComparisons, quickResultsWithoutCourse } from "./testdata/fixtures.ts";
+import { quickResultsWithComparisons } from "./testdata/fixtures.ts";
 
 const rps = (...values: number[]) => values.map((requestsPerSecond) => ({ requestsPerSecond }));
 
@@ -26,11 +26,11 @@ Deno.test("pairedRatio() is the median of the per-round ratios, not the ratio of
 });
 
 Deno.test("the ingest rounds measure queue mode next to every reference, direct mode last", () => {
-  assert.deepEqual(INGEST_TARGETS, ["reference", "queue", "baseline", "course", "direct"]);
+  assert.deepEqual(INGEST_TARGETS, ["reference", "queue", "course", "direct"]);
 });
 
 Deno.test("shareOfReference() reads each target against the reference", async () => {
-  const results = await quickResultsWithComparisons({ course: 1.25, baseline: 0.98 });
+  const results = await quickResultsWithComparisons({ course: 1.25 });
   const ingest = results.ingest!;
   assert.equal(shareOfReference(ingest, "reference"), 1);
   assert.equal(shareOfReference(ingest, "queue"), ingest.queueRatio);
@@ -38,8 +38,6 @@ Deno.test("shareOfReference() reads each target against the reference", async ()
   // Queue is 1.25× the course, so the course is queue's share divided by 1.25.
   const queueShare = pairedRatio(ingest.runs.queue, ingest.runs.reference);
   assert.ok(Math.abs(shareOfReference(ingest, "course") - queueShare / 1.25) < 1e-9);
-  // Results captured before the course was measured have no course share.
-  assert.ok(Number.isNaN(shareOfReference((await quickResultsWithoutCourse()).ingest!, "course")));
 });
 
 Deno.test("cpuMicrosPerRequest() is CPU time over requests, in µs, median over runs", () => {

@@ -6,8 +6,7 @@
  *
  * 1. Ingest: `POST /users` on one API process in queue mode, against the same
  *    app without Redis, the course's own producer, the same app in direct
- *    mode (an INSERT per request) and, with `--baseline REF`, an earlier
- *    build's API (wrk).
+ *    mode (an INSERT per request); oha in closed loop.
  * 1b. Traefik: the same through Traefik (oha): its ceiling (the no-op server
  *    behind it), our API at the stack's defaults, the course's producer.
  * 2. Drain: consumers in single and batch mode against `insertUsers` from
@@ -15,25 +14,23 @@
  * 3. End to end: the native stack through Traefik at open-model rates up to
  *    Traefik's ceiling (oha).
  * 4. Growth: consumer memory and speed against backlog size; API memory under
- *    2× overload with a small QUEUE_MAX_LENGTH.
+ *    2× overload with a small QUEUE_MAX_LENGTH (oha, open model).
  *
  *   deno run --cached-only --allow-read --allow-write --allow-run --allow-env \
  *     --allow-net=127.0.0.1 --allow-sys=hostname,osRelease,networkInterfaces,loadavg,uid,gid \
- *     tools/bench/main.ts [--quick | --capacity] [--out DIR] [--only PHASES] [--baseline REF]
+ *     tools/bench/main.ts [--quick | --capacity] [--out DIR] [--only PHASES]
  *
  * `--quick` (CI) runs every phase small and short, in about two minutes, and
  * writes to tools/bench/results/quick/ so it never overwrites the full run's
  * tools/bench/results/; `--capacity` runs what issue #11's capacity model
- * needs (the traefik phase and a drain), prints the model and writes to
+ * needs (the traefik phase and a drain) and writes its report, with the model, to
  * tools/bench/results/capacity/ (every run whose results allow it has the
  * model in its report); `--only ingest,traefik,drain,e2e,growth` runs some phases;
- * `--baseline REF` (a git ref: `6019304`, `HEAD~3`) also measures that
- * commit's own API in the ingest phase, extracted with `git archive`;
  * `--render DIR/results.json --out DIR` only rewrites a run's report and chart
  * (after a change to them). Reads env: PATH, HOME, STACK_TOOLS_DIR,
- * STACK_PG_BIN_DIR; runs git and tar for `--baseline`. Exits 1 if a phase
+ * STACK_PG_BIN_DIR. Exits 1 if a phase
  * fails or a check fails (checks.ts: a 202 not kept, an answer neither 202 nor
- * an expected 503, a crossed k6 threshold); a target that is not met is
+ * an expected 503); a target that is not met is
  * reported, not an error (a busy machine must not fail CI).
  *
  * @module
@@ -41,9 +38,8 @@
 
 import { parseArgs } from "node:util";
 import { REPO_DIR } from "@users-pipeline/harness/repo";
-import { type BaselineTree, prepareBaseline } from "./baseline_tree.ts";
 import { startBenchServices } from "./bench_services.ts";
-import { capacityInputs, capacityModel, capacityText } from "./capacity.ts";
+import { capacityInputs, capacityModel } from "./capacity.ts";
 import { capacityChartSpec, chartSpec, renderSvg } from "./chart_spec.ts";
 import { type Check, checkResults, checksSummary } from "./checks.ts";
 import { runDrain } from "./drain.ts";
@@ -54,7 +50,7 @@ import { installInterruptHandler } from "./interrupt.ts";
 import { CAPACITY_PLAN, FULL_PLAN, QUICK_PLAN } from "./plan.ts";
 import { Progress } from "./progress.ts";
 import { renderReport } from "./report.ts";
-import { type BenchResults, upgradeResults } from "./results.ts";
+import type { BenchResults } from "./results.ts";
 import { evaluateTargets } from "./targets.ts";
 import { runThroughTraefik } from "./through_traefik.ts";
 import { checkTools } from "./tools.ts";
@@ -75,19 +71,14 @@ export interface BenchArgs {
   readonly phases: readonly Phase[];
   /** A results.json to render again instead of measuring. */
   readonly render?: string;
-  /** A git ref whose API the ingest phase measures as target `baseline`. */
-  readonly baseline?: string;
 }
 
-const USAGE =
-  "[--quick | --capacity] [--out DIR] [--only PHASES] [--baseline REF] [--render RESULTS_JSON]";
+const USAGE = "[--quick | --capacity] [--out DIR] [--only PHASES] [--render RESULTS_JSON]";
 
 /**
- * Parses `[--quick | --capacity] [--out DIR] [--only PHASES] [--baseline REF] [--render RESULTS_JSON]`.
+ * Parses `[--quick | --capacity] [--out DIR] [--only PHASES] [--render RESULTS_JSON]`.
  *
- * @throws {TypeError} for an unknown argument or phase, an empty `--baseline`,
- * `--baseline` where it measures nothing (no ingest phase, or `--render`), or
- * `--quick` with `--capacity`.
+ * @throws {TypeError} for an unknown argument or phase, or `--quick` with `--capacity`.
  */
 export function parseBenchArgs(args: readonly string[]): BenchArgs {
   let values: {
@@ -96,7 +87,6 @@ export function parseBenchArgs(args: readonly string[]): BenchArgs {
     out?: string;
     only?: string;
     render?: string;
-    baseline?: string;
   };
   try {
     ({ values } = parseArgs({
@@ -107,7 +97,6 @@ export function parseBenchArgs(args: readonly string[]): BenchArgs {
         out: { type: "string" },
         only: { type: "string" },
         render: { type: "string" },
-        baseline: { type: "string" },
       },
       strict: true,
       allowPositionals: false,
@@ -140,21 +129,6 @@ export function parseBenchArgs(args: readonly string[]): BenchArgs {
       }: current value is "${values.only}"`,
     );
   }
-  const { baseline } = values;
-  if (baseline !== undefined) {
-    const why = baseline.trim() === ""
-      ? "it takes a git ref"
-      : values.render !== undefined
-      ? "--render measures nothing"
-      : !phases.includes("ingest")
-      ? "only the ingest phase measures it"
-      : undefined;
-    if (why !== undefined) {
-      throw new TypeError(
-        `Cannot use --baseline as ${why}: current value is "${args.join(" ")}"`,
-      );
-    }
-  }
   const variantDir = values.quick ? "/quick" : values.capacity ? "/capacity" : "";
   return {
     quick: values.quick ?? false,
@@ -162,7 +136,6 @@ export function parseBenchArgs(args: readonly string[]): BenchArgs {
     out: values.out ?? `${REPO_DIR}/tools/bench/results${variantDir}`,
     phases: PHASES.filter((p) => phases.includes(p)),
     ...(values.render === undefined ? {} : { render: values.render }),
-    ...(baseline === undefined ? {} : { baseline }),
   };
 }
 
@@ -228,9 +201,6 @@ async function writeOutputs(
     const mark = v.met === undefined ? "  -  " : v.met ? " met " : " MISS";
     progress.step(`[${mark}] ${v.phase}: ${v.target} — ${v.measured}`);
   }
-  if (inputs !== undefined) {
-    for (const line of capacityText(capacityModel(inputs))) progress.step(line);
-  }
   return checks;
 }
 
@@ -238,7 +208,7 @@ async function writeOutputs(
 async function main(args: BenchArgs): Promise<boolean> {
   if (args.render !== undefined) {
     // Re-render the report and chart of an earlier run, measuring nothing.
-    const results = upgradeResults(JSON.parse(await Deno.readTextFile(args.render)));
+    const results: BenchResults = JSON.parse(await Deno.readTextFile(args.render));
     const checks = await writeOutputs(results, args.out, new Progress());
     console.log(checksSummary(checks));
     return checks.every((c) => c.ok);
@@ -249,24 +219,17 @@ async function main(args: BenchArgs): Promise<boolean> {
   const startedAt = new Date();
   const loadBefore = loadAverage();
   progress.phase(
-    `benchmark, ${plan.variant} run: ${args.phases.join(", ")}${
-      args.baseline === undefined ? "" : ` (baseline ${args.baseline})`
-    }; 1-min load average ${loadBefore}`,
+    `benchmark, ${plan.variant} run: ${args.phases.join(", ")}; 1-min load average ${loadBefore}`,
   );
   const versions = await checkTools(args.phases);
   progress.step(
     Object.entries(versions).map(([tool, version]) => `${tool} ${version}`).join(", "),
   );
+  const generator = `oha ${versions.oha ?? "?"}`;
   const workDir = await Deno.makeTempDir({ prefix: "bench-" });
   const skipped = PHASES.filter((p) => !args.phases.includes(p)).map((p) => `${p} (not asked)`);
   let results: Omit<BenchResults, "run"> = { skipped };
   try {
-    let baseline: BaselineTree | undefined;
-    if (args.baseline !== undefined) {
-      // Before any server starts, so a ref git does not know fails at once.
-      progress.phase(`preparing the baseline ${args.baseline}: git archive | tar -x`);
-      baseline = await prepareBaseline(args.baseline, workDir, progress);
-    }
     if (args.phases.some((p) => p !== "e2e")) {
       progress.phase("starting Redis and PostgreSQL (the repo's configuration) and migrating");
       await using services = await startBenchServices();
@@ -277,7 +240,7 @@ async function main(args: BenchArgs): Promise<boolean> {
         progress.phase("1. ingest: POST /users on one API process");
         results = {
           ...results,
-          ingest: await runIngest(services, plan.ingest, progress, workDir, { baseline }),
+          ingest: await runIngest(services, plan.ingest, progress, workDir, generator),
         };
       }
       if (args.phases.includes("traefik")) {
@@ -293,7 +256,10 @@ async function main(args: BenchArgs): Promise<boolean> {
       }
       if (args.phases.includes("growth")) {
         progress.phase("4. growth: memory against backlog and overload");
-        results = { ...results, growth: await runGrowth(services, plan.growth, progress) };
+        results = {
+          ...results,
+          growth: await runGrowth(services, plan.growth, progress, generator),
+        };
       }
       progress.step("stopping Redis and PostgreSQL");
     }
@@ -303,7 +269,7 @@ async function main(args: BenchArgs): Promise<boolean> {
         ...results,
         endToEnd: await runEndToEnd(plan.endToEnd, progress, {
           ceiling: results.traefik?.ceiling,
-          generator: `oha ${versions.oha ?? "?"}`,
+          generator,
         }),
       };
     }

@@ -25,31 +25,6 @@ Deno.test("parseBenchArgs() refuses unknown arguments and phases", () => {
   assert.throws(() => parseBenchArgs(["--only", "ingest,soak"]), /--only takes/);
 });
 
-Deno.test("parseBenchArgs() reads --baseline REF for a run that measures ingest", () => {
-  assert.equal(parseBenchArgs([]).baseline, undefined);
-  assert.equal(parseBenchArgs(["--baseline", "6019304"]).baseline, "6019304");
-  assert.deepEqual(parseBenchArgs(["--only", "ingest", "--baseline", "HEAD~3"]), {
-    quick: false,
-    capacity: false,
-    out: parseBenchArgs([]).out,
-    phases: ["ingest"],
-    baseline: "HEAD~3",
-  });
-});
-
-Deno.test("parseBenchArgs() refuses --baseline where it would measure nothing", () => {
-  assert.throws(
-    () => parseBenchArgs(["--only", "drain", "--baseline", "6019304"]),
-    /Cannot use --baseline as only the ingest phase measures it/,
-  );
-  assert.throws(
-    () => parseBenchArgs(["--render", "r.json", "--baseline", "6019304"]),
-    /--render measures nothing/,
-  );
-  assert.throws(() => parseBenchArgs(["--baseline", ""]), /it takes a git ref/);
-  assert.throws(() => parseBenchArgs(["--baseline"]), /\[--baseline REF\]/);
-});
-
 Deno.test("parseBenchArgs() reads --capacity: the traefik and drain phases, its own output dir", () => {
   const args = parseBenchArgs(["--capacity"]);
   assert.equal(args.capacity, true);

@@ -1,20 +1,19 @@
 /**
  * Running oha (a Rust HTTP load generator, pinned in
- * tools/stack/install_tools.sh) and reading its JSON report. oha drives the
- * runs through Traefik: the end-to-end ladder as an open model (`-q`, a fixed
- * request rate, with `--latency-correction` so a late request's latency
- * counts from when it was due, not from when it was sent) and the closed-loop
- * runs that find Traefik's ceiling and compare our API with the course's
- * producer behind it. On two cores k6 runs out of CPU at ~2,000 req/s (its
- * JavaScript VUs cost far more per request than the stack does), while oha
- * costs a few µs per request; its own CPU is read and reported next to the
- * stack's. k6 stays the tool of the scripts users run (tests/*-k6.js) and of
- * the overload run.
+ * tools/stack/install_tools.sh) and reading its JSON report: the benchmark's
+ * one load generator. Closed loop (as fast as answers come back) for the
+ * ingest runs and Traefik's ceiling; an open model (`-q`, a fixed request
+ * rate, with `--latency-correction` so a late request's latency counts from
+ * when it was due, not from when it was sent) end to end and under overload.
+ * It costs a few µs of CPU per request where k6's JavaScript VUs cost far
+ * more (k6 ran out of CPU at ~2,000 req/s on two cores), and its own CPU is
+ * read and reported next to the stack's. k6 stays the tool of the scripts
+ * users run (tests/k6/).
  *
- * @module
+ @module
  */
 
-/** What one load run measured, whatever the generator (k6.ts's result has the same shape). */
+/** What one load run measured. */
 export interface LoadResult {
   /** Requests sent and answered or failed. */
   readonly requests: number;

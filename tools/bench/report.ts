@@ -89,27 +89,13 @@ function targetsSection(verdicts: readonly TargetVerdict[]): string {
   );
 }
 
-/** The ingest targets a run measured, in round order, with their runs. */
-function measuredTargets(
-  ingest: IngestResult,
-): { target: IngestTarget; runs: readonly IngestRun[] }[] {
-  return INGEST_TARGETS.flatMap((target) => {
-    const runs = ingest.runs[target];
-    return runs === undefined || runs.length === 0 ? [] : [{ target, runs }];
-  });
-}
-
 /** A target's name in the tables. */
-export function ingestLabel(target: IngestTarget, ingest: IngestResult): string {
+export function ingestLabel(target: IngestTarget): string {
   switch (target) {
     case "reference":
       return "reference (same app, `accept` does nothing)";
     case "queue":
       return "**API, queue mode**";
-    case "baseline":
-      return `previous build \`${
-        ingest.baseline?.commit.slice(0, 7) ?? "?"
-      }\` (its own API, queue mode)`;
     case "course":
       return "the course's producer (`course_producer.ts`: LPUSH, nothing else)";
     case "direct":
@@ -118,33 +104,18 @@ export function ingestLabel(target: IngestTarget, ingest: IngestResult): string 
 }
 
 /**
- * Issue #10's and #9's comparisons: queue mode against the course's producer
- * and the previous build, by req/s in the same rounds and by CPU per request
- * of the API process and of Redis; empty when neither was measured.
+ * Issue #10's comparison: queue mode against the course's producer, by req/s
+ * in the same rounds and by CPU per request of the API process and of Redis.
  */
 function comparisonLines(ingest: IngestResult): string[] {
-  const queue = ingest.runs.queue;
-  const compared = (["course", "baseline"] as const).flatMap((target) => {
-    const runs = ingest.runs[target];
-    return runs === undefined || runs.length === 0 ? [] : [{ target, runs }];
-  });
-  if (compared.length === 0) return [];
+  const { queue, course } = ingest.runs;
   const micros = (runs: readonly IngestRun[], process: "serverCores" | "redisCores") =>
     cpuMicrosPerRequest(runs, process).toFixed(1);
-  const rows = compared.map(({ target, runs }) => [
-    target === "course"
-      ? "the course's producer"
-      : `previous build \`${ingest.baseline?.commit.slice(0, 7) ?? "?"}\``,
-    formatCount(median(runs.map((r) => r.requestsPerSecond))),
-    `${pairedRatio(queue, runs).toFixed(2)}×`,
-    `${micros(queue, "serverCores")} vs ${micros(runs, "serverCores")}`,
-    `${micros(queue, "redisCores")} vs ${micros(runs, "redisCores")}`,
-  ]);
-  const lines = [
+  return [
     "",
-    `**Against the course's producer and the previous build.** Queue mode (${
+    `**Against the course's producer.** Queue mode (${
       formatCount(median(queue.map((r) => r.requestsPerSecond)))
-    } req/s) divided by each, round by round (the median of the per-round ratios: above 1× is faster); CPU per request is the median over the rounds of CPU time over requests answered, for the API process and for Redis (which only the measured server uses during its run).`,
+    } req/s) divided by it, round by round (the median of the per-round ratios: above 1× is faster); CPU per request is the median over the rounds of CPU time over requests answered, for the API process and for Redis (which only the measured server uses during its run).`,
     "",
     markdownTable(
       [
@@ -154,38 +125,30 @@ function comparisonLines(ingest: IngestResult): string[] {
         "API CPU µs/request (queue vs it)",
         "Redis CPU µs/request (queue vs it)",
       ],
-      rows,
+      [[
+        "the course's producer",
+        formatCount(median(course.map((r) => r.requestsPerSecond))),
+        `${ingest.courseRatio.toFixed(2)}×`,
+        `${micros(queue, "serverCores")} vs ${micros(course, "serverCores")}`,
+        `${micros(queue, "redisCores")} vs ${micros(course, "redisCores")}`,
+      ]],
       ["left", "right", "right", "right", "right"],
     ),
+    "",
+    "The course's producer is its chapter's `POST /users` as written: the name from the JSON body, LPUSHed as `{ name }` onto one list with ioredis' defaults, 202 \"Accepted\" — no content-type check, body limit, validation, id, envelope, queue bound or deadline, which the queue mode pays for. It runs directly here; section 1b measures it behind Traefik.",
   ];
-  if (ingest.runs.course !== undefined) {
-    lines.push(
-      "",
-      "The course's producer is its chapter's `POST /users` as written: the name from the JSON body, LPUSHed as `{ name }` onto one list with ioredis' defaults, 202 \"Accepted\" — no content-type check, body limit, validation, id, envelope, queue bound or deadline, which the queue mode pays for. It runs directly here; section 1b measures it behind Traefik.",
-    );
-  }
-  if (ingest.baseline !== undefined) {
-    const { ref, commit, subject } = ingest.baseline;
-    lines.push(
-      "",
-      `The previous build is \`${ref}\` = \`${
-        commit.slice(0, 10)
-      }\` ("${subject}"): its tree from \`git archive\`, its own \`deno task server\` command and packages, on the same Redis with its own list.`,
-    );
-  }
-  return lines;
 }
 
 function ingestSection(results: BenchResults): string {
   const ingest = results.ingest!;
   const { plan } = ingest;
   const reference = median(ingest.runs.reference.map((r) => r.requestsPerSecond));
-  const targets = measuredTargets(ingest);
+  const targets = INGEST_TARGETS.map((target) => ({ target, runs: ingest.runs[target] }));
   const rows = targets.map(({ target, runs }) => {
     const run = medianRun(runs);
-    const errors = runs.reduce((sum, r) => sum + r.non2xx + r.socketErrors, 0);
+    const errors = runs.reduce((sum, r) => sum + r.requests - r.accepted, 0);
     return [
-      ingestLabel(target, ingest),
+      ingestLabel(target),
       formatCount(median(runs.map((r) => r.requestsPerSecond))),
       pct(shareOfReference(ingest, target)),
       ms(run.latencyMs.p50),
@@ -210,12 +173,11 @@ function ingestSection(results: BenchResults): string {
   const cpuPerRequest = (target: "reference" | "queue") =>
     median(ingest.runs[target].map((r) => r.serverCores / r.requestsPerSecond * 1e6));
   const cpuRatio = cpuPerRequest("reference") / cpuPerRequest("queue");
-  const counted = (r: { requests: number; non2xx: number }) => r.requests - r.non2xx;
-  const kept = ingest.runs.queue.map((r) => `${r.kept}/${counted(r)}`).join(", ");
-  const lost = ingest.runs.queue.filter((r) => r.kept < counted(r)).length;
-  const extra = ingest.runs.queue.filter((r) => r.kept > counted(r)).length;
+  const kept = ingest.runs.queue.map((r) => `${r.kept}/${r.accepted}`).join(", ");
+  const lost = ingest.runs.queue.filter((r) => r.kept < r.accepted).length;
+  const extra = ingest.runs.queue.filter((r) => r.kept > r.accepted).length;
   const lines = [
-    `One API process on a free loopback port; wrk, ${plan.connections} connections, 1 thread, ${plan.seconds} s per run after ${plan.warmupSeconds} s of unmeasured warm-up; the ${targets.length} servers take turns, ${plan.rounds} round(s). Figures are medians over the rounds; the ratio is the median of the per-round ratios (each round's runs are seconds apart, so drift cancels).`,
+    `One API process on a free loopback port; ${ingest.generator} in closed loop, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of unmeasured warm-up; the ${targets.length} servers take turns, ${plan.rounds} round(s). Figures are medians over the rounds; the ratio is the median of the per-round ratios (each round's runs are seconds apart, so drift cancels).`,
     "",
     markdownTable(
       [
@@ -224,7 +186,7 @@ function ingestSection(results: BenchResults): string {
         "of reference",
         "p50 ms",
         "p99 ms",
-        "errors (non-2xx, socket)",
+        "non-202",
         "server CPU µs/request",
         "redis CPU µs/request",
         "server cores",
@@ -256,36 +218,18 @@ function ingestSection(results: BenchResults): string {
     `${
       lost === 0
         ? "Every 202 was kept"
-        : `**${lost} of ${ingest.runs.queue.length} queue-mode runs kept fewer users than were answered 2xx**`
-    }: users queued after each queue-mode run / 2xx wrk counted = ${kept}${
+        : `**${lost} of ${ingest.runs.queue.length} queue-mode runs kept fewer users than were answered 202**`
+    }: users queued after each queue-mode run / 202s counted = ${kept}${
       extra > 0
-        ? " (more than counted: wrk stops counting with requests in flight, which the server still answers)"
+        ? " (more than counted: the generator stopped counting with requests in flight, which the server still answered)"
         : ""
     }.`,
     "",
     `Reference: ${
       formatCount(reference)
-    } req/s is what \`Deno.serve\` + Hono sustain for this exact request on this machine while wrk shares it; "cores" is CPU time during the run divided by its length (1.00 = one core busy), and "server CPU µs/request" is the server's CPU time divided by the requests it answered: the steadiest figure on a shared machine, since it does not depend on how much CPU the scheduler gave the server.`,
+    } req/s is what \`Deno.serve\` + Hono sustain for this exact request on this machine while the generator shares it; "cores" is CPU time during the run divided by its length (1.00 = one core busy), and "server CPU µs/request" is the server's CPU time divided by the requests it answered: the steadiest figure on a shared machine, since it does not depend on how much CPU the scheduler gave the server.`,
     ...comparisonLines(ingest),
   ];
-  if (ingest.k6Check) {
-    const { k6, wrk } = ingest.k6Check;
-    lines.push(
-      "",
-      `**Load generator: wrk.** Against the same reference server, k6 (closed model, ${plan.connections} VUs) reached ${
-        formatCount(k6)
-      } req/s where wrk reached ${formatCount(wrk)} req/s (${(wrk / k6).toFixed(1)}× k6's rate): ${
-        wrk > k6
-          ? "k6's JavaScript VUs need more CPU per request, so at these rates k6 would measure itself"
-          : "here k6 kept up with wrk"
-      }. k6 is used where an open model matters (end to end, overload), at rates it can drive.`,
-    );
-  } else {
-    lines.push(
-      "",
-      "**Load generator: wrk.** The comparison with k6 on the reference runs only in the full benchmark; this run did not measure it.",
-    );
-  }
   return lines.join("\n");
 }
 
@@ -392,7 +336,7 @@ function keptSentence(t: NonNullable<BenchResults["traefik"]>): string {
 function courseCostSection(results: BenchResults): string | undefined {
   const t = results.traefik;
   const drain = results.drain;
-  if (!t || !drain?.course) return undefined;
+  if (!t || !drain) return undefined;
   const batch = drain.batch.find((r) =>
     r.mode === "batch" && r.batchSize === REFERENCE_BATCH && r.replicas === 1
   );
@@ -564,7 +508,7 @@ function drainSection(results: BenchResults): string {
     (run.consumerCores / run.rowsPerSecond * 1e6).toFixed(1),
     (run.postgresCores / run.rowsPerSecond * 1e6).toFixed(1),
     (run.redisCores / run.rowsPerSecond * 1e6).toFixed(1),
-    run.redisBytesPerUser === undefined ? "" : run.redisBytesPerUser.toFixed(0),
+    run.redisBytesPerUser.toFixed(0),
     run.peakRssMiB.toFixed(0),
   ];
   const references = drain.references.map((r, i) => [
@@ -604,21 +548,17 @@ function drainSection(results: BenchResults): string {
       [
         ...references,
         row(drain.single),
-        ...(drain.course ? [row(drain.course)] : []),
+        row(drain.course),
         ...drain.batch.map(row),
       ],
       ["left", ...Array<Align>(13).fill("right")],
     ),
-    ...(drain.course
-      ? [
-        "",
-        `**Against the course's consumer** (issue #10): \`course_consumer.ts\`, the chapter's loop — BRPOP one item, INSERT its name into the course's own table (\`id serial, name\`), repeat; no processing list, acknowledgement, recovery or dead letters — drained the same ${
-          formatCount(drain.course.users)
-        } users right after single mode, timed the same way (from the first item taken until the list is empty and every row is in). Single mode stored ${
-          (drain.single.rowsPerSecond / drain.course.rowsPerSecond).toFixed(2)
-        }× its rows/s. Per row, "redis B/user" is the memory the backlog took in Redis (the list and, for ours, the status index) over the users in it.`,
-      ]
-      : []),
+    "",
+    `**Against the course's consumer** (issue #10): \`course_consumer.ts\`, the chapter's loop — BRPOP one item, INSERT its name into the course's own table (\`id serial, name\`), repeat; no processing list, acknowledgement, recovery or dead letters — drained the same ${
+      formatCount(drain.course.users)
+    } users right after single mode, timed the same way (from the first item taken until the list is empty and every row is in). Single mode stored ${
+      (drain.single.rowsPerSecond / drain.course.rowsPerSecond).toFixed(2)
+    }× its rows/s. Per row, "redis B/user" is the memory the backlog took in Redis (the list and, for ours, the status index) over the users in it.`,
   ].join("\n");
 }
 
@@ -646,15 +586,13 @@ function endToEndSection(results: BenchResults): string {
     ) => cores(r.cores[part])),
   ]);
   return [
-    e2e.plan.fractions.length === 0
-      ? `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL) under ${e2e.generator}'s open model, ${e2e.plan.seconds} s per rate, at the rates its ladder chose: results written before Traefik's ceiling was measured and oha drove this phase, rendered again (the "oha" column is ${e2e.generator}'s CPU).`
-      : `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL, project.env's settings) on free loopback ports. Load: ${e2e.generator}, open model — a fixed request rate (\`-q\`) whatever the latency, \`--latency-correction\` (a request's latency counts from when it was due) — for ${e2e.plan.seconds} s per rate. The rates are ${
-        e2e.plan.fractions.map((f) => `${f * 100}%`).join(", ")
-      } of Traefik's ceiling, ${formatCount(e2e.ceiling)} req/s (${
-        e2e.ceilingSource === "own run"
-          ? "measured by this phase: the no-op reference behind Traefik, oha in closed loop"
-          : "the traefik phase's median"
-      }): the rate Traefik itself passes on this machine, so rates the stack cannot sustain are measured too (their excess waits in the queue, and every 202 must still be stored). Between rates the backlog drains and the table is truncated. Stored/s counts the rows stored by the time of the last enqueue, over the first-to-last-enqueue window; latency is \`stored_at - enqueued_at\` of every row, in SQL. Sustained = ≥ 99% of the requests sent answered 202 and stored/s ≥ 98% of accepted/s, with oha having sent ≥ 95% of what was asked ("not sent": requests it could not send in the time, with every connection busy; the \`oha\` CPU column shows what the load cost to make, the \`machine\` column how busy the machine was, other tenants included).`,
+    `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL, project.env's settings) on free loopback ports. Load: ${e2e.generator}, open model — a fixed request rate (\`-q\`) whatever the latency, \`--latency-correction\` (a request's latency counts from when it was due) — for ${e2e.plan.seconds} s per rate. The rates are ${
+      e2e.plan.fractions.map((f) => `${f * 100}%`).join(", ")
+    } of Traefik's ceiling, ${formatCount(e2e.ceiling)} req/s (${
+      e2e.ceilingSource === "own run"
+        ? "measured by this phase: the no-op reference behind Traefik, oha in closed loop"
+        : "the traefik phase's median"
+    }): the rate Traefik itself passes on this machine, so rates the stack cannot sustain are measured too (their excess waits in the queue, and every 202 must still be stored). Between rates the backlog drains and the table is truncated. Stored/s counts the rows stored by the time of the last enqueue, over the first-to-last-enqueue window; latency is \`stored_at - enqueued_at\` of every row, in SQL. Sustained = ≥ 99% of the requests sent answered 202 and stored/s ≥ 98% of accepted/s, with oha having sent ≥ 95% of what was asked ("not sent": requests it could not send in the time, with every connection busy; the \`oha\` CPU column shows what the load cost to make, the \`machine\` column how busy the machine was, other tenants included).`,
     "",
     `Highest sustained rate: **${formatCount(e2e.maxSustained)} req/s** offered${
       top ? ` (${formatCount(top.acceptedPerSecond)} accepted/s)` : ""
@@ -718,7 +656,7 @@ function growthSection(results: BenchResults): string {
     const mib = run.rssSamples.filter((s) => s.ms >= end / 2).map((s) => s.mib);
     return mib.length ? `${Math.min(...mib).toFixed(0)}–${Math.max(...mib).toFixed(0)}` : "";
   };
-  const { k6 } = overload;
+  const { load } = overload;
   return [
     `One consumer (batch mode, BATCH_SIZE 1000) drains each backlog in a fresh process, warmed up first as in the drain phase; RSS is the Deno process's VmRSS, sampled every 250 ms. To compare like with like, the larger drain's RSS is also read at the moment it had stored as many rows as the smaller drain in all (V8 grows its heap with the work done, whatever the backlog); the backlog itself stays in Redis.`,
     "",
@@ -744,9 +682,9 @@ function growthSection(results: BenchResults): string {
     "",
     `API under 2× overload: one API (queue mode, QUEUE_MAX_LENGTH=${plan.overloadMaxLength}) and one single-mode consumer, which drained ${
       formatCount(overload.drainRate)
-    } users/s just before; k6 offered twice that, ${
+    } users/s just before; ${overload.generator} offered twice that, ${
       formatCount(overload.offeredRate)
-    } req/s (open model, at most 200 requests in flight), for ${plan.overloadSeconds} s. RSS sampled every 500 ms.`,
+    } req/s (open model), for ${plan.overloadSeconds} s. RSS sampled every 500 ms.`,
     "",
     markdownTable(
       [
@@ -764,12 +702,12 @@ function growthSection(results: BenchResults): string {
       ],
       [[
         formatCount(overload.offeredRate),
-        formatCount(k6.accepted / k6.seconds),
-        formatCount(k6.rejected / k6.seconds),
-        k6.failed,
-        overload.stored === undefined ? "not counted" : `${overload.stored}/${k6.accepted}`,
-        k6.dropped,
-        ms(k6.latencyMs.p99),
+        formatCount(load.accepted / load.seconds),
+        formatCount(load.rejected / load.seconds),
+        load.failed,
+        `${overload.stored}/${load.accepted}`,
+        load.dropped,
+        ms(load.latencyMs.p99),
         `${formatCount(overload.maxBacklog)} / ${formatCount(overload.maxLength)}`,
         overload.earlyRssMiB.toFixed(0),
         overload.lateRssMiB.toFixed(0),
@@ -870,7 +808,7 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
   const profiles = [
     results.ingest?.profile &&
     profileTables(
-      `API, queue mode, under wrk (${results.ingest.plan.profileSeconds} s)`,
+      `API, queue mode, under load (${results.ingest.plan.profileSeconds} s)`,
       results.ingest.profile,
     ),
     results.drain?.profile &&

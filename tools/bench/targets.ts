@@ -1,5 +1,5 @@
 /**
- * The targets of issues #4 and #10 (and ingest's one of issue #9), checked
+ * The targets of issues #4 and #10, checked
  * against one run's results. Each is a ratio between figures measured in the
  * same run (or a latency bound), never an absolute throughput, so the verdict
  * survives a slower or busier machine.
@@ -47,9 +47,6 @@ export const DRAIN_SHARE_MIN = 0.9;
  */
 export const COURSE_RATIO_MIN = 1.0;
 
-/** Issue #9: what changed since the previous build costs ingest at most 5% of its req/s. */
-export const BASELINE_RATIO_MIN = 0.95;
-
 /** `1.03× (median of 3 paired rounds); API CPU 35.1 vs 36.0 µs/request` */
 function pairedMeasure(ratio: number, queue: readonly IngestRun[], other: readonly IngestRun[]) {
   return `${ratio.toFixed(2)}× (median of ${
@@ -59,41 +56,20 @@ function pairedMeasure(ratio: number, queue: readonly IngestRun[], other: readon
   } µs/request`;
 }
 
-/** Issue #10's and issue #9's targets, from the course and baseline runs when there are any. */
+/** Issue #10's target, from the course's runs. */
 function comparisonVerdicts(ingest: IngestResult | undefined): TargetVerdict[] {
   const courseTarget = `queue mode ≥ ${
     COURSE_RATIO_MIN.toFixed(1)
   }× the course's producer's req/s, directly (issue #10)`;
-  const baselineTarget = `ingest cost vs the previous build ≤ ${
-    ((1 - BASELINE_RATIO_MIN) * 100).toFixed(0)
-  }%: queue mode ≥ ${BASELINE_RATIO_MIN}× its req/s (issue #9)`;
-  const { course, baseline } = ingest?.runs ?? {};
-  const courseRatio = ingest?.courseRatio;
-  const baselineRatio = ingest?.baselineRatio;
   return [
-    ingest && course && courseRatio !== undefined
+    ingest
       ? {
         phase: "Ingest",
         target: courseTarget,
-        measured: pairedMeasure(courseRatio, ingest.runs.queue, course),
-        met: courseRatio >= COURSE_RATIO_MIN,
+        measured: pairedMeasure(ingest.courseRatio, ingest.runs.queue, ingest.runs.course),
+        met: ingest.courseRatio >= COURSE_RATIO_MIN,
       }
       : { phase: "Ingest", target: courseTarget, measured: "not measured", met: undefined },
-    ingest && baseline && baselineRatio !== undefined
-      ? {
-        phase: "Ingest",
-        target: baselineTarget,
-        measured: `${pairedMeasure(baselineRatio, ingest.runs.queue, baseline)}; baseline ${
-          ingest.baseline?.commit.slice(0, 7) ?? "?"
-        }`,
-        met: baselineRatio >= BASELINE_RATIO_MIN,
-      }
-      : {
-        phase: "Ingest",
-        target: baselineTarget,
-        measured: "not measured (run with --baseline REF)",
-        met: undefined,
-      },
   ];
 }
 
@@ -172,7 +148,7 @@ export function evaluateTargets(results: BenchResults): TargetVerdict[] {
     missing("Drain", drainRefTarget);
     missing("Drain", drainSingleTarget);
   }
-  if (drain?.course) {
+  if (drain) {
     const { single, course } = drain;
     const ratio = single.rowsPerSecond / course.rowsPerSecond;
     const perRow = (run: DrainRun) =>
@@ -266,14 +242,14 @@ export function evaluateTargets(results: BenchResults): TargetVerdict[] {
     });
     const early = meanRssBetween(overload.rssSamples, 0.25, 0.5);
     const late = meanRssBetween(overload.rssSamples, 0.75, 1.01);
-    const { k6 } = overload;
+    const { load } = overload;
     verdicts.push({
       phase: "Growth",
       target: apiTarget,
       measured: `RSS ${early.toFixed(0)} → ${
         late.toFixed(0)
-      } MiB; ${k6.rejected} answered 503, ${k6.failed} failed, backlog ≤ ${overload.maxBacklog}/${overload.maxLength}`,
-      met: late <= 1.15 * early && k6.rejected > 0 && k6.failed === 0 &&
+      } MiB; ${load.rejected} answered 503, ${load.failed} failed, backlog ≤ ${overload.maxBacklog}/${overload.maxLength}`,
+      met: late <= 1.15 * early && load.rejected > 0 && load.failed === 0 &&
         overload.maxBacklog <= overload.maxLength,
     });
   } else {

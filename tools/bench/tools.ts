@@ -1,7 +1,6 @@
 /**
- * The programs the benchmark runs besides Deno: wrk (ingest), oha (through
- * Traefik and end to end), k6 (the k6 check and the overload), traefik,
- * redis-server and PostgreSQL (every phase). Finds them (PATH, with `./stack`'s tools dir and Go's bin dir added)
+ * The programs the benchmark runs besides Deno: oha (the load of every phase
+ * that sends requests), traefik, redis-server and PostgreSQL (every phase). Finds them (PATH, with `./stack`'s tools dir and Go's bin dir added)
  * and reads their versions for the report.
  *
  * @module
@@ -23,24 +22,10 @@ export interface Tool {
 /** Every program the benchmark needs. */
 export const TOOLS: readonly Tool[] = [
   {
-    name: "wrk",
-    args: ["-v"],
-    version: /wrk (\S+)/,
-    neededBy: ["ingest"],
-    install: "apt-get install wrk",
-  },
-  {
-    name: "k6",
-    args: ["version"],
-    version: /k6 (v\S+)/,
-    neededBy: ["ingest", "growth"],
-    install: "./stack test installs it (go install go.k6.io/k6)",
-  },
-  {
     name: "oha",
     args: ["--version"],
     version: /oha (\S+)/,
-    neededBy: ["traefik", "e2e"],
+    neededBy: ["ingest", "traefik", "growth", "e2e"],
     install: "./stack bench installs it (cargo install oha --locked)",
   },
   {
@@ -58,14 +43,6 @@ export const TOOLS: readonly Tool[] = [
     install: "apt-get install redis-server",
   },
 ];
-
-/** Puts `./stack`'s tools dir and Go's bin dir on PATH, so k6 and traefik are found. */
-export function usePipelineTools(): void {
-  useStackTools();
-  const goBin = `${Deno.env.get("HOME") ?? "/root"}/go/bin`;
-  const path = Deno.env.get("PATH") ?? "";
-  if (!path.split(":").includes(goBin)) Deno.env.set("PATH", `${path}:${goBin}`);
-}
 
 /** The version `tool` reports, or undefined when it is not installed. */
 export async function toolVersion(tool: Pick<Tool, "name" | "args" | "version">) {
@@ -90,7 +67,7 @@ export async function toolVersion(tool: Pick<Tool, "name" | "args" | "version">)
  * @throws {Error} naming each missing tool and how to install it.
  */
 export async function checkTools(phases: readonly string[]): Promise<Record<string, string>> {
-  usePipelineTools();
+  useStackTools();
   const versions: Record<string, string> = { deno: Deno.version.deno };
   const missing: string[] = [];
   for (const tool of TOOLS) {

@@ -244,15 +244,8 @@ stop_docker_engine() {
   DOCKER_STARTED_PID=
 }
 
-# Caches every dependency in deno.lock, so the tasks' --cached-only runs work offline.
-# wrk: the benchmark's HTTP load generator (k6 itself would be the bottleneck on 2 cores).
-ensure_wrk() {
-  if command -v wrk >/dev/null; then return; fi
-  apt_install wrk
-}
-
-# oha: the benchmark's load generator through Traefik and end to end (an open model at a fixed
-# rate, latency-corrected); on two cores k6's JavaScript VUs run out of CPU at ~2,000 req/s (about
+# oha: the benchmark's one load generator (closed loop, or an open model at a fixed rate,
+# latency-corrected); on two cores k6's JavaScript VUs run out of CPU at ~2,000 req/s (about
 # 170 µs of CPU per request, where oha needs 20-40). Compiled from crates.io with the exact
 # dependency versions its crate pins (--locked): about 9 CPU-minutes, 5 minutes on two idle cores.
 # oha 1.16 needs Rust ≥ 1.88, which Debian 12's cargo is not (the project's machines have rustup's).
@@ -268,6 +261,7 @@ ensure_oha() {
   oha --version
 }
 
+# Caches every dependency in deno.lock, so the tasks' --cached-only runs work offline.
 ensure_deno_deps() {
   deno install --frozen --quiet
 }

@@ -7,7 +7,7 @@
 
 import type { BenchResults } from "../results.ts";
 
-/** The results.json of a real quick run (every phase, every check held; no baseline). */
+/** The results.json of a real quick run (every phase, every check held). */
 export async function quickResults(): Promise<BenchResults> {
   const url = new URL("./results_quick.json", import.meta.url);
   return JSON.parse(await Deno.readTextFile(url));
@@ -29,12 +29,12 @@ export function emptyResults(skipped: readonly string[] = []): BenchResults {
 }
 
 /**
- * The captured quick run with course and baseline runs made from its queue
- * runs: each req/s divided by `course` and `baseline` (so those are queue's
- * ratios to them), CPU per request the same, every user kept.
+ * The captured quick run with course runs made from its queue runs: each
+ * req/s divided by `course` (so that is queue's ratio to it), CPU per request
+ * the same, every user kept.
  */
 export async function quickResultsWithComparisons(
-  ratios: { course: number; baseline: number } = { course: 1.25, baseline: 0.98 },
+  ratios: { course: number } = { course: 1.25 },
 ): Promise<BenchResults> {
   const results = await quickResults();
   const ingest = results.ingest!;
@@ -43,6 +43,7 @@ export async function quickResultsWithComparisons(
       ...run,
       requestsPerSecond: run.requestsPerSecond / ratio,
       requests: Math.round(run.requests / ratio),
+      accepted: Math.round(run.requests / ratio),
       kept: Math.round(run.requests / ratio),
       serverCores: run.serverCores / ratio,
       redisCores: run.redisCores / ratio,
@@ -51,27 +52,8 @@ export async function quickResultsWithComparisons(
     ...results,
     ingest: {
       ...ingest,
-      runs: { ...ingest.runs, course: scaled(ratios.course), baseline: scaled(ratios.baseline) },
+      runs: { ...ingest.runs, course: scaled(ratios.course) },
       courseRatio: ratios.course,
-      baselineRatio: ratios.baseline,
-      baseline: {
-        ref: "6019304",
-        commit: "6019304fcbabff56e6a6cd0b086c8800b3d02740",
-        subject: "Swarm test: one helper lists the stack's leftovers",
-      },
     },
   };
-}
-
-/**
- * The captured quick run as a run from before the course was measured: no
- * course in the ingest phase or the drain, no traefik phase.
- */
-export async function quickResultsWithoutCourse(): Promise<BenchResults> {
-  const { traefik: _traefik, ...results } = await quickResults();
-  const ingest = results.ingest!;
-  const { course: _course, ...runs } = ingest.runs;
-  const { courseRatio: _ratio, ...rest } = ingest;
-  const { course: _drainCourse, ...drain } = results.drain!;
-  return { ...results, ingest: { ...rest, runs }, drain };
 }
