@@ -39,3 +39,21 @@ export const systemClock: Clock = {
     return () => clearInterval(timer);
   },
 };
+
+/**
+ * Calls `fire` once, `ms` milliseconds from now on `clock`, unless the
+ * returned function is called first.
+ *
+ * Why a repeating timer cancelled at its first tick rather than a sleep: it
+ * is cancelled by a call, where a cancellable sleep needs an `AbortSignal`
+ * (a controller, a listener, an event) each time, which costs several times
+ * the timer itself on the API's hot path, where timers are set and cancelled
+ * for every few requests.
+ */
+export function after(clock: Clock, ms: number, fire: () => void): () => void {
+  const cancel = clock.every(Math.max(0, ms), () => {
+    cancel();
+    fire();
+  });
+  return cancel;
+}

@@ -23,7 +23,7 @@
  * @module
  */
 
-import { type Clock, systemClock } from "./clock.ts";
+import { after, type Clock, systemClock } from "./clock.ts";
 
 /** Raised by {@linkcode withDeadline} and {@linkcode SharedDeadline} when the time ran out first. */
 export class DeadlineError extends Error {
@@ -231,14 +231,7 @@ export class SharedDeadline {
   }
 
   #arm(due: number): void {
-    // A one-shot timer as a repeating one cancelled at its first tick: it is
-    // cancelled by a call, where a sleep would need a signal (a controller, a
-    // listener, an event) for every arm, on the hot path.
-    const cancel = this.#clock.every(Math.max(0, due - this.#clock.now()), () => {
-      cancel();
-      this.#expire();
-    });
-    this.#timer = cancel;
+    this.#timer = after(this.#clock, due - this.#clock.now(), () => this.#expire());
   }
 
   #expire(): void {
