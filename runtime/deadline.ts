@@ -84,13 +84,10 @@ export function timeoutSignal(ms: number, options: TimeoutOptions = {}): Timeout
     reason = () => new DOMException("Signal timed out.", "TimeoutError"),
   } = options;
   const expiry = new AbortController();
-  const cancel = new AbortController();
-  void clock.sleep(Math.max(0, ms), cancel.signal)
-    .then(() => cancel.signal.aborted ? undefined : clock.sleep(0, cancel.signal))
-    .then(() => {
-      if (!cancel.signal.aborted) expiry.abort(reason());
-    });
-  return { signal: expiry.signal, [Symbol.dispose]: () => cancel.abort() };
+  let cancel = after(clock, ms, () => {
+    cancel = after(clock, 0, () => expiry.abort(reason()));
+  });
+  return { signal: expiry.signal, [Symbol.dispose]: () => cancel() };
 }
 
 /**
