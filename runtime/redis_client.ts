@@ -10,7 +10,8 @@
 
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { clusterNodes } from "./config.ts";
-import { withDeadline } from "./deadline.ts";
+import type { Clock } from "./clock.ts";
+import { abortable, timeoutSignal, withDeadline } from "./deadline.ts";
 import { errorText, type EventLog } from "./event_log.ts";
 import { clusterOptions } from "./redis_options.ts";
 
@@ -92,6 +93,8 @@ export interface RedisReadyOptions {
   readonly timeoutMs?: number;
   /** Stop waiting when this aborts. @default never */
   readonly signal?: AbortSignal;
+  /** Whose time the timeout is counted on. @default systemClock */
+  readonly clock?: Clock;
 }
 
 /**
@@ -99,26 +102,26 @@ export interface RedisReadyOptions {
  * it is), false when the timeout passed or the signal aborted first. Clients
  * without an offline queue fail every command sent before that.
  */
-export function redisReady(
+export async function redisReady(
   client: RedisConnection,
   options: RedisReadyOptions = {},
 ): Promise<boolean> {
-  const { timeoutMs = Infinity, signal } = options;
-  if (client.status === "ready") return Promise.resolve(true);
-  if (signal?.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const settle = (ready: boolean) => {
-      clearTimeout(timer);
-      client.off("ready", onReady);
-      signal?.removeEventListener("abort", onAbort);
-      resolve(ready);
-    };
-    const onReady = () => settle(true);
-    const onAbort = () => settle(false);
-    const timer = timeoutMs === Infinity ? undefined : setTimeout(() => settle(false), timeoutMs);
-    client.once("ready", onReady);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
+  const { timeoutMs = Infinity, signal, clock } = options;
+  if (client.status === "ready") return true;
+  using bound = timeoutSignal(timeoutMs, { clock });
+  const giveUp = signal === undefined ? bound.signal : AbortSignal.any([bound.signal, signal]);
+  const ready = Promise.withResolvers<void>();
+  const onReady = () => ready.resolve();
+  client.once("ready", onReady);
+  try {
+    await abortable(ready.promise, giveUp);
+    return true;
+  } catch (error) {
+    if (giveUp.aborted) return false;
+    throw error;
+  } finally {
+    client.off("ready", onReady);
+  }
 }
 
 /**

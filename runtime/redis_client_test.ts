@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { Cluster, Redis } from "ioredis";
 import { EventLog } from "./event_log.ts";
 import { closeRedis, createRedisClient, redisReady } from "./redis_client.ts";
+import { ManualClock } from "./manual_clock.ts";
 
 const STANDALONE = { REDIS_URL: "redis://127.0.0.1:1/3", REDIS_CLUSTER_NODES: "" };
 const CLUSTER = { REDIS_URL: "redis://unused:1", REDIS_CLUSTER_NODES: "a:7000,b:7001" };
@@ -93,6 +94,22 @@ Deno.test("redisReady() resolves true when the client gets ready, false at its t
   assert.equal(await stopped, false);
   assert.equal(await redisReady(client, { signal: stop.signal }), false, "already aborted");
   assert.equal(client.listenerCount("ready"), 0);
+  client.disconnect();
+});
+
+Deno.test("redisReady() gives up at its timeout on the clock it is given, not before", async () => {
+  const clock = new ManualClock();
+  const client = createRedisClient(STANDALONE, { role: { lazyConnect: true } });
+  const stop = new AbortController();
+  let answer: boolean | undefined;
+  const waiting = redisReady(client, { timeoutMs: 5_000, signal: stop.signal, clock })
+    .then((ready) => answer = ready);
+  await clock.tick(4_999);
+  assert.equal(answer, undefined);
+  await clock.tick(1);
+  assert.equal(await waiting, false);
+  assert.equal(client.listenerCount("ready"), 0);
+  assert.equal(clock.pending, 0);
   client.disconnect();
 });
 

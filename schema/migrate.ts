@@ -19,6 +19,7 @@
 import type postgres from "postgres";
 import shift from "postgres-shift";
 import { fileURLToPath } from "node:url";
+import { systemClock } from "@users-pipeline/runtime/clock";
 import { parseEnv } from "@users-pipeline/runtime/config";
 import { errorText, EventLog } from "@users-pipeline/runtime/event_log";
 import { postgresClients } from "@users-pipeline/runtime/postgres_client";
@@ -117,7 +118,7 @@ if (import.meta.main) {
         break;
       } catch (error) {
         if (attempt >= 30) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        await systemClock.sleep(1_000);
       }
     }
     await migrate(sql, {

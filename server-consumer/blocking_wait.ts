@@ -31,6 +31,9 @@
  * @module
  */
 
+import type { Clock } from "@users-pipeline/runtime/clock";
+import { abortable, timeoutSignal } from "@users-pipeline/runtime/deadline";
+
 /**
  * The shortest wait on one shard: waits shorter than this would have an idle
  * consumer spend its time (and Redis') polling.
@@ -61,6 +64,8 @@ export interface WaitForItemsOptions {
    * @default 1000
    */
   readonly graceMs?: number;
+  /** Whose time the bound is counted on. @default systemClock */
+  readonly clock?: Clock;
 }
 
 /**
@@ -69,29 +74,22 @@ export interface WaitForItemsOptions {
  */
 export async function waitForItems(
   blocking: BlockingConnection,
-  { queue, timeoutSeconds, graceMs = 1_000 }: WaitForItemsOptions,
+  { queue, timeoutSeconds, graceMs = 1_000, clock }: WaitForItemsOptions,
 ): Promise<boolean> {
   const boundMs = timeoutSeconds * 1_000 + graceMs;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const bound = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      blocking.disconnect(true);
-      reject(
-        new Error(
-          `Cannot wait for items as the blocking read got no reply: none within ${boundMs} ms; reconnecting`,
-        ),
-      );
-    }, boundMs);
+  using bound = timeoutSignal(boundMs, {
+    clock,
+    reason: () =>
+      new Error(
+        `Cannot wait for items as the blocking read got no reply: none within ${boundMs} ms; reconnecting`,
+      ),
   });
-  try {
-    const item = await Promise.race([
-      blocking.blmove(queue, queue, "RIGHT", "RIGHT", timeoutSeconds),
-      bound,
-    ]);
-    return item !== null;
-  } finally {
-    clearTimeout(timer);
-  }
+  bound.signal.addEventListener("abort", () => blocking.disconnect(true), { once: true });
+  const item = await abortable(
+    blocking.blmove(queue, queue, "RIGHT", "RIGHT", timeoutSeconds),
+    bound.signal,
+  );
+  return item !== null;
 }
 
 /**

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { ManualClock } from "@users-pipeline/runtime/manual_clock";
 import {
   type BlockingConnection,
   MIN_SHARD_WAIT_SECONDS,
@@ -38,6 +39,22 @@ Deno.test("waitForItems() reconnects and rejects when no reply comes within the 
     { name: "Error", message: /^Cannot wait for items .*none within 10 ms/ },
   );
   assert.deepEqual(disconnects, [true]);
+});
+
+Deno.test("waitForItems() allows the server-side timeout and its grace on the clock, not a moment less", async () => {
+  const { connection, disconnects } = fakeConnection(new Promise(() => {}));
+  const clock = new ManualClock();
+  let failure: unknown;
+  const waiting = waitForItems(connection, { queue: "users", timeoutSeconds: 2, clock })
+    .catch((error) => failure = error);
+  await clock.tick(2_999);
+  assert.equal(failure, undefined);
+  assert.deepEqual(disconnects, []);
+  await clock.tick(1);
+  await waiting;
+  assert.match(String(failure), /none within 3000 ms; reconnecting$/);
+  assert.deepEqual(disconnects, [true]);
+  assert.equal(clock.pending, 0);
 });
 
 Deno.test("waitForItems() passes on a failure of the connection", async () => {

@@ -17,6 +17,8 @@
 import type postgres from "postgres";
 import type { UserEnvelope } from "@users-pipeline/queue";
 import { insertUsers, storedNames } from "@users-pipeline/schema";
+import type { Clock } from "@users-pipeline/runtime/clock";
+import { abortable, timeoutSignal } from "@users-pipeline/runtime/deadline";
 import type { UserStore } from "./user_writer.ts";
 
 /**
@@ -39,18 +41,30 @@ export function storeClientOptions(statementTimeoutMs: number) {
   } satisfies postgres.Options<Record<string, never>>;
 }
 
+/** Options of {@linkcode PostgresStore}. */
+export interface PostgresStoreOptions {
+  /** Whose time the deadline is counted on. @default systemClock */
+  readonly clock?: Clock;
+}
+
 /** A {@link UserStore} over postgres.js that replaces its client after a timeout. */
 export class PostgresStore implements UserStore {
   readonly #connect: () => postgres.Sql;
   readonly #timeoutMs: number;
+  readonly #clock: Clock | undefined;
   readonly #clients: postgres.Sql[] = [];
   #sql: postgres.Sql;
   #closing: Promise<void> | undefined;
 
   /** `connect` makes a fresh client; it is called now and after each timeout. */
-  constructor(connect: () => postgres.Sql, timeoutMs: number) {
+  constructor(
+    connect: () => postgres.Sql,
+    timeoutMs: number,
+    options: PostgresStoreOptions = {},
+  ) {
     this.#connect = connect;
     this.#timeoutMs = timeoutMs;
+    this.#clock = options.clock;
     this.#sql = this.#newClient();
   }
 
@@ -87,25 +101,21 @@ export class PostgresStore implements UserStore {
 
   async #withDeadline<T>(work: (sql: postgres.Sql) => Promise<T>): Promise<T> {
     const sql = this.#sql;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        if (this.#sql === sql) {
-          this.#sql = this.#newClient();
-          // Abandon the stuck connections without waiting on them.
-          sql.end({ timeout: 0 }).catch(() => {});
-        }
-        // A plain error: like any failure that is not about the data, the
-        // consumer retries it, so nothing needs to tell it apart.
-        reject(
-          new Error(`Cannot wait for PostgreSQL any longer: no reply within ${this.#timeoutMs} ms`),
-        );
-      }, this.#timeoutMs);
+    using bound = timeoutSignal(this.#timeoutMs, {
+      clock: this.#clock,
+      // A plain error: like any failure that is not about the data, the
+      // consumer retries it, so nothing needs to tell it apart.
+      reason: () =>
+        new Error(`Cannot wait for PostgreSQL any longer: no reply within ${this.#timeoutMs} ms`),
     });
-    try {
-      return await Promise.race([work(sql), deadline]);
-    } finally {
-      clearTimeout(timer);
-    }
+    bound.signal.addEventListener("abort", () => this.#abandon(sql), { once: true });
+    return await abortable(work(sql), bound.signal);
+  }
+
+  /** Replaces `sql` (unless that was done already) and abandons its stuck connections without waiting on them. */
+  #abandon(sql: postgres.Sql): void {
+    if (this.#sql !== sql) return;
+    this.#sql = this.#newClient();
+    sql.end({ timeout: 0 }).catch(() => {});
   }
 }

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
+import { ManualClock } from "@users-pipeline/runtime/manual_clock";
 import { PostgresStore, storeClientOptions } from "./postgres_store.ts";
 
 /** A postgres.js client whose every statement answers `reply()`, recording its end() calls. */
@@ -31,6 +32,32 @@ Deno.test("PostgresStore replaces a client that missed the deadline and ends eve
   await closing;
   assert.deepEqual(frozen.ends, [0, 1]);
   assert.deepEqual(healthy.ends, [1]);
+});
+
+Deno.test("PostgresStore waits its deadline on the clock it is given, then abandons the client once", async () => {
+  const frozen = fakeClient(() => new Promise(() => {}));
+  const healthy = fakeClient(() => Promise.resolve(Object.assign([], { count: 1 })));
+  const clients = [frozen, healthy];
+  const clock = new ManualClock();
+  const store = new PostgresStore(() => clients.shift()!.sql, 2_500, { clock });
+
+  let failure: unknown;
+  const inserting = store.insert([user]).catch((error) => failure = error);
+  const reading = store.storedNames([user.id]).catch((error) => error);
+  await clock.tick(2_499);
+  assert.equal(failure, undefined);
+  assert.deepEqual(frozen.ends, []);
+  await clock.tick(1);
+  await inserting;
+  assert.match(
+    String(failure),
+    /^Error: Cannot wait for PostgreSQL any longer: no reply within 2500 ms$/,
+  );
+  assert.match(String(await reading), /no reply within 2500 ms/);
+  assert.deepEqual(frozen.ends, [0], "both waits expired; the client is replaced once");
+  assert.equal(await store.insert([user]), 1);
+  assert.equal(clock.pending, 0);
+  await store.close(1);
 });
 
 Deno.test("storeClientOptions() bounds each statement server-side too and leaves retrying to the loop", () => {

@@ -25,8 +25,9 @@ import type { Readiness } from "@users-pipeline/runtime/readiness";
 import { ForeignUsersTableError, migrate, type MigrateOptions } from "@users-pipeline/schema";
 import type { PostgresClientOptions } from "@users-pipeline/runtime/postgres_client";
 import { isUnreachable } from "@users-pipeline/runtime/postgres_options";
+import { type Clock, systemClock } from "@users-pipeline/runtime/clock";
+import { abortable } from "@users-pipeline/runtime/deadline";
 import { backoffDelay, Outage, type OutageEvent } from "./backoff.ts";
-import { systemClock } from "./clock.ts";
 import { logConsumerEvent } from "./consumer_log.ts";
 
 /** Options of {@linkcode migrateOnStart}. */
@@ -43,6 +44,8 @@ export interface MigrateOnStartOptions {
   readonly recheckMs: number;
   /** Aborts when the process is told to stop. */
   readonly signal: AbortSignal;
+  /** Whose time the pauses are counted on. @default systemClock */
+  readonly clock?: Clock;
 }
 
 /**
@@ -51,31 +54,28 @@ export interface MigrateOnStartOptions {
  */
 export async function migrateOnStart(options: MigrateOnStartOptions): Promise<boolean> {
   const { migrate, retryMaxDelayMs, onEvent, onForeignTable, recheckMs, signal } = options;
+  const { clock = systemClock } = options;
   const outage = new Outage("postgres", { onEvent });
   let blocked = false;
-  const stopped = new Promise<false>((resolve) => {
-    if (signal.aborted) resolve(false);
-    signal.addEventListener("abort", () => resolve(false), { once: true });
-  });
   while (!signal.aborted) {
     try {
-      if (await Promise.race([migrate().then(() => true), stopped])) {
-        outage.succeeded();
-        return true;
-      }
-      return false;
+      await abortable(migrate(), signal);
+      outage.succeeded();
+      return true;
     } catch (error) {
+      // A stop came first: the attempt is abandoned, and so is the start.
+      if (signal.aborted && error === signal.reason) return false;
       if (error instanceof ForeignUsersTableError) {
         outage.succeeded(); // PostgreSQL answered
         if (!blocked) onForeignTable(error);
         blocked = true;
-        await systemClock.sleep(recheckMs, signal);
+        await clock.sleep(recheckMs, signal);
         continue;
       }
       if (!isUnreachable(error)) throw error;
       outage.failed(error);
       const delay = backoffDelay(outage.failures - 1, { maxMs: retryMaxDelayMs });
-      await systemClock.sleep(delay, signal);
+      await clock.sleep(delay, signal);
     }
   }
   return false;

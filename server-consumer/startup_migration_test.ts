@@ -3,6 +3,7 @@ import type { OutageEvent } from "./backoff.ts";
 import { ForeignUsersTableError, type MigrateOptions } from "@users-pipeline/schema";
 import type postgres from "postgres";
 import { EventLog } from "@users-pipeline/runtime/event_log";
+import { ManualClock } from "@users-pipeline/runtime/manual_clock";
 import type { PostgresClientOptions } from "@users-pipeline/runtime/postgres_client";
 import { migrateOnStart, migrateSchemaOnStart } from "./startup_migration.ts";
 
@@ -106,6 +107,31 @@ Deno.test("migrateOnStart() reports a foreign users table once and checks again 
     signal: stop.signal,
   });
   assert.equal(await waiting, false, "a stop ends the wait");
+});
+
+Deno.test("migrateOnStart() checks a foreign table again each recheckMs on the clock it is given", async () => {
+  const foreign = new ForeignUsersTableError(["id integer"]);
+  const clock = new ManualClock();
+  let attempts = 0;
+  let migrated: boolean | undefined;
+  const waiting = migrateOnStart({
+    migrate: () => ++attempts < 3 ? Promise.reject(foreign) : Promise.resolve(),
+    retryMaxDelayMs: 5,
+    onEvent: () => {},
+    onForeignTable: () => {},
+    recheckMs: 60_000,
+    signal: new AbortController().signal,
+    clock,
+  }).then((done) => migrated = done);
+  await clock.tick(59_999);
+  assert.equal(attempts, 1);
+  await clock.tick(1);
+  assert.equal(attempts, 2);
+  await clock.tick(60_000);
+  assert.equal(await waiting, true);
+  assert.equal(migrated, true);
+  assert.equal(attempts, 3);
+  assert.equal(clock.pending, 0);
 });
 
 /** The parts `migrateSchemaOnStart` is given, recording what it does with them. */

@@ -15,6 +15,7 @@
  * @module
  */
 
+import { type Clock, systemClock } from "@users-pipeline/runtime/clock";
 import { withDeadline } from "@users-pipeline/runtime/deadline";
 import type { EventLog } from "@users-pipeline/runtime/event_log";
 
@@ -58,6 +59,8 @@ export interface GracefulServerOptions {
   readonly inFlightGraceMs?: number;
   /** @default {@linkcode CLOSED_LINGER_MS} */
   readonly lingerMs?: number;
+  /** Whose time the drain, the grace and the linger are counted on. @default systemClock */
+  readonly clock?: Clock;
 }
 
 /** A server started by {@linkcode serveGracefully}. */
@@ -89,6 +92,7 @@ export async function serveGracefully(
     listenWhen,
     inFlightGraceMs = IN_FLIGHT_GRACE_MS,
     lingerMs = CLOSED_LINGER_MS,
+    clock = systemClock,
   } = options;
   /** Set once a stop begins: the drain has begun. */
   let stopping: Promise<void> | undefined;
@@ -124,12 +128,13 @@ export async function serveGracefully(
         msg: `${signal}: not ready; serving ${drainMs} ms more so the load balancer stops ` +
           `routing here, then finishing in-flight requests`,
       });
-      await new Promise((resolve) => setTimeout(resolve, drainMs));
+      await clock.sleep(drainMs);
       // No new connection from here on; the requests already received are answered in full.
-      await withDeadline(server.shutdown(), inFlightGraceMs, "finish the requests in flight")
-        .catch(() => {});
+      await withDeadline(server.shutdown(), inFlightGraceMs, "finish the requests in flight", {
+        clock,
+      }).catch(() => {});
       await close();
-      await new Promise((resolve) => setTimeout(resolve, lingerMs));
+      await clock.sleep(lingerMs);
       log.info("stopped", { msg: "stopped" });
     })();
     return stopping;

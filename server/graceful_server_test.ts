@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { EventLog } from "@users-pipeline/runtime/event_log";
+import { ManualClock } from "@users-pipeline/runtime/manual_clock";
 import { Readiness } from "@users-pipeline/runtime/readiness";
 import {
   type GracefulServer,
@@ -226,4 +227,22 @@ Deno.test("serveGracefully() listens only once listenWhen settled, rejected or n
     assert.equal(await response.text(), "hello");
     await server.stop("SIGTERM");
   }
+});
+
+Deno.test("serveGracefully() counts its drain and its linger on the clock it is given", async () => {
+  const clock = new ManualClock();
+  const { server, port, written, closes, release } = await start({ clock });
+  release();
+  const stopped = server.stop("SIGTERM");
+  await clock.tick(DRAIN_MS - 1);
+  assert.equal(await refused(port), false, "still draining");
+  await clock.tick(1);
+  await until("the clients closed", () => Promise.resolve(closes[0]?.done !== undefined));
+  assert.equal(await refused(port), true);
+  await clock.tick(LINGER_MS - 1);
+  assert.ok(!written.some((w) => w.event === "stopped"), "still lingering");
+  await clock.tick(1);
+  await stopped;
+  assert.deepEqual(written.map((w) => w.event), ["listening", "stopping", "stopped"]);
+  assert.equal(clock.pending, 0);
 });

@@ -47,6 +47,7 @@
  */
 
 import { setImmediate } from "node:timers";
+import { after, type Clock, systemClock } from "@users-pipeline/runtime/clock";
 import { QueueFullError, type UserEnvelope, WriteUnconfirmedError } from "@users-pipeline/queue";
 
 /** What the grouping needs from the queue; `RedisQueue` provides it. */
@@ -67,8 +68,8 @@ export interface GroupedPushesOptions {
    * it has had its chance to join.
    */
   readonly schedule?: (flush: () => void) => void;
-  /** The clock for each request's start. @default Date.now */
-  readonly now?: () => number;
+  /** The clock of each request's start and of the wait behind a slow call. @default systemClock */
+  readonly clock?: Clock;
   /**
    * Longest a group waits for the call in flight before it goes anyway.
    * @default 5
@@ -89,20 +90,20 @@ export class GroupedPushes {
   readonly #maxLength: number;
   readonly #maxGroup: number;
   readonly #schedule: (flush: () => void) => void;
-  readonly #now: () => number;
+  readonly #clock: Clock;
   readonly #maxWaitMs: number;
   #waiting: Waiting[] = [];
   /** Calls in flight (the next flush happens when one settles, or once the wait is over). */
   #inFlight = 0;
   /** Sends the waiting group behind a call that is taking long. */
-  #overtake: ReturnType<typeof setTimeout> | undefined;
+  #overtake: (() => void) | undefined;
 
   constructor(queue: FittingQueue, maxLength: number, options: GroupedPushesOptions = {}) {
     this.#queue = queue;
     this.#maxLength = maxLength;
     this.#maxGroup = options.maxGroup ?? 1000;
     this.#schedule = options.schedule ?? ((flush) => void setImmediate(flush));
-    this.#now = options.now ?? Date.now;
+    this.#clock = options.clock ?? systemClock;
     this.#maxWaitMs = options.maxWaitMs ?? 5;
   }
 
@@ -117,7 +118,7 @@ export class GroupedPushes {
         if (this.#inFlight === 0) this.#schedule(() => this.#flush(false));
         else this.#armOvertake();
       }
-      this.#waiting.push({ user, since: this.#now(), resolve, reject });
+      this.#waiting.push({ user, since: this.#clock.now(), resolve, reject });
     });
   }
 
@@ -125,10 +126,10 @@ export class GroupedPushes {
   // (the enqueue script's, from its earliest request) runs while it waits, so
   // waiting out a stalled call would turn one slow call into refusals.
   #armOvertake(): void {
-    this.#overtake ??= setTimeout(() => {
+    this.#overtake ??= after(this.#clock, this.#maxWaitMs, () => {
       this.#overtake = undefined;
       this.#flush(true);
-    }, this.#maxWaitMs);
+    });
   }
 
   #flush(overtaking: boolean): void {
@@ -137,7 +138,7 @@ export class GroupedPushes {
       this.#armOvertake();
       return;
     }
-    clearTimeout(this.#overtake);
+    this.#overtake?.();
     this.#overtake = undefined;
     const group = this.#waiting.length <= this.#maxGroup
       ? this.#waiting

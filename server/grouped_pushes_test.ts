@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { QueueFullError, type UserEnvelope, WriteUnconfirmedError } from "@users-pipeline/queue";
+import { systemClock } from "@users-pipeline/runtime/clock";
+import { ManualClock } from "@users-pipeline/runtime/manual_clock";
 import { GroupedPushes, ShardedPushes } from "./grouped_pushes.ts";
 
 const user = (n: number): UserEnvelope => ({
@@ -41,8 +43,11 @@ function manualTurns() {
 Deno.test("GroupedPushes sends the users of one turn in one call, in arrival order", async () => {
   const queue = fakeQueue(100);
   const turns = manualTurns();
-  let clock = 10;
-  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, now: () => clock++ });
+  let now = 10;
+  const pushes = new GroupedPushes(queue, 100, {
+    schedule: turns.schedule,
+    clock: { ...systemClock, now: () => now++ },
+  });
   const first = [pushes.enqueue(user(1)), pushes.enqueue(user(2)), pushes.enqueue(user(3))];
   turns.endTurn();
   await Promise.all(first);
@@ -198,4 +203,21 @@ Deno.test("GroupedPushes sends the next group anyway once the call in flight too
   assert.deepEqual(calls, [["user 1"], ["user 2", "user 3"]]);
   replies.forEach((reply) => reply());
   await Promise.all([first, ...behind]);
+});
+
+Deno.test("GroupedPushes waits maxWaitMs behind a call in flight on the clock it is given", async () => {
+  const turns = manualTurns();
+  const { queue, calls, replies } = answeredByHand();
+  const clock = new ManualClock();
+  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, clock });
+  const first = pushes.enqueue(user(1));
+  turns.endTurn();
+  const behind = pushes.enqueue(user(2));
+  await clock.tick(4);
+  assert.deepEqual(calls, [["user 1"]]);
+  await clock.tick(1);
+  assert.deepEqual(calls, [["user 1"], ["user 2"]], "the default maxWaitMs is 5");
+  replies.forEach((reply) => reply());
+  await Promise.all([first, behind]);
+  assert.equal(clock.pending, 0);
 });
