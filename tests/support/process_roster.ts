@@ -81,6 +81,14 @@ export class ProcessRoster implements AsyncDisposable {
     return [...this.#processes.values()].filter((p) => p.exit && !p.endsOnPurpose);
   }
 
+  /** Throws, with `tails()`, when a process ended without the scenario having ended it. */
+  assertNoneEnded(tails: () => string): void {
+    const ended = this.endedByThemselves();
+    if (ended.length === 0) return;
+    const which = ended.map((p) => `${p.name} (exit ${p.exit!.code}, ${p.exit!.signal})`);
+    throw new Error(`exited by itself during the scenario: ${which.join(", ")}\n${tails()}`);
+  }
+
   /**
    * Sends SIGTERM to every process still running and returns what went wrong: one that still
    * runs `limitMs` later, or that exited other than 0.

@@ -121,14 +121,7 @@ export class Stage<T extends Topology = Topology> implements AsyncDisposable {
     const url = `http://127.0.0.1:${port}`;
     const timeoutMs = Number(env.REDIS_TIMEOUT_MS);
     this.#redisTimeouts.set(url, Math.max(timeoutMs, this.#redisTimeouts.get(url) ?? 0));
-    await waitForHttp(`${url}/readyz`, {
-      alive: () => tracked.exit === undefined,
-      timeoutMs: this.#patience.readyMs,
-    }).catch((error) => {
-      throw new Error(`${process.name} did not get ready: ${error}\n${this.tails()}`, {
-        cause: error,
-      });
-    });
+    await this.#readyz(tracked, url);
     return { process, url, port };
   }
 
@@ -161,18 +154,7 @@ export class Stage<T extends Topology = Topology> implements AsyncDisposable {
     const process = new TaskProcess(task, env, this.#roster.nextName("consumer"));
     const tracked = this.#roster.addTask(process);
     await this.#ready(tracked, "consumer_started");
-    if (registeredOnly) return process;
-    try {
-      await waitForHttp(`http://127.0.0.1:${port}/readyz`, {
-        alive: () => tracked.exit === undefined,
-        timeoutMs: this.#patience.readyMs,
-      });
-    } catch (error) {
-      if (tracked.exit !== undefined) return process;
-      throw new Error(`${tracked.name} did not get ready: ${error}\n${this.tails()}`, {
-        cause: error,
-      });
-    }
+    if (!registeredOnly) await this.#readyz(tracked, `http://127.0.0.1:${port}`, { endOk: true });
     return process;
   }
 
@@ -215,10 +197,7 @@ export class Stage<T extends Topology = Topology> implements AsyncDisposable {
    * surviving replica must not hide a crash.
    */
   assertRunning(): void {
-    const ended = this.#roster.endedByThemselves();
-    if (ended.length === 0) return;
-    const which = ended.map((p) => `${p.name} (exit ${p.exit!.code}, ${p.exit!.signal})`);
-    throw new Error(`exited by itself during the scenario: ${which.join(", ")}\n${this.tails()}`);
+    this.#roster.assertNoneEnded(() => this.tails());
   }
 
   /**
@@ -419,5 +398,20 @@ export class Stage<T extends Topology = Topology> implements AsyncDisposable {
       timeoutMs: this.#patience.readyMs,
       tails: () => this.tails(),
     });
+  }
+
+  /** Waits until `url`'s `/readyz` answers 200; `endOk`: or until the process ended. */
+  async #readyz(tracked: Tracked, url: string, { endOk = false } = {}): Promise<void> {
+    try {
+      await waitForHttp(`${url}/readyz`, {
+        alive: () => tracked.exit === undefined,
+        timeoutMs: this.#patience.readyMs,
+      });
+    } catch (error) {
+      if (endOk && tracked.exit !== undefined) return;
+      throw new Error(`${tracked.name} did not get ready: ${error}\n${this.tails()}`, {
+        cause: error,
+      });
+    }
   }
 }
