@@ -34,9 +34,9 @@ import { shardOf } from "@users-pipeline/queue";
 import type { RedisCluster } from "@users-pipeline/harness/redis_cluster";
 import { waitFor } from "@users-pipeline/harness/wait";
 import { type Excuse, QUEUE_UNCONFIRMED } from "../support/answer_check.ts";
-import { clusterScenario } from "../support/cluster_stage.ts";
+import { clusterScenario } from "../support/scenario.ts";
 import type { LoadGenerator, Outcome } from "../support/fault_load.ts";
-import { refusals, seconds } from "../support/fault_stage.ts";
+import { refusals, seconds } from "../support/summary_phrases.ts";
 
 /** Accepted users wanted before the kill and again after the cluster is whole. */
 const PHASE = 600;
@@ -56,7 +56,7 @@ for (const { wait, shards } of CASES) {
       (wait > 0 ? "losing nothing accepted" : "and the loss window is measured"),
     { shards },
     async (stage) => {
-      const { cluster, pg } = stage.world;
+      const { topology: { cluster }, pg } = stage.world;
       const env = { REDIS_WAIT_REPLICAS: String(wait) };
       const apis = [await stage.server(env), await stage.server(env)];
       await stage.consumer(env);
@@ -104,7 +104,9 @@ for (const { wait, shards } of CASES) {
       // Without WAIT, only a 202 the master gave alone may be lost (README, "Failover and
       // `REDIS_WAIT_REPLICAS`": "without WAIT a failover can lose users answered 202 in its last
       // moments"); with it, none.
-      const report = await stage.verify(`cluster failover K=${shards} ${mode}`, outcomes, {
+      const report = await stage.verify(outcomes, {
+        label: `cluster failover K=${shards} ${mode}`,
+        refusedMayBeStored: true,
         mayLose: wait === 0 ? { from: cutFrom, to: killedAt, shards: onMaster } : undefined,
         crashCountsMayRemain: true,
       });
@@ -154,7 +156,7 @@ for (const wait of [1, 0]) {
       "pushes are accepted again once the cluster is whole",
     { shards: 1 },
     async (stage) => {
-      const { cluster } = stage.world;
+      const { cluster } = stage.world.topology;
       const env = { REDIS_WAIT_REPLICAS: String(wait) };
       const apis = [await stage.server(env), await stage.server(env)];
       await stage.consumer(env);
@@ -173,7 +175,9 @@ for (const wait of [1, 0]) {
       const outcomes = await load.stop();
       const drainMs = await stage.drain();
       // The replica takes over only once it holds everything: nothing is lost, WAIT or not.
-      const report = await stage.verify(`cluster handover K=1 ${mode}`, outcomes, {
+      const report = await stage.verify(outcomes, {
+        label: `cluster handover K=1 ${mode}`,
+        refusedMayBeStored: true,
         crashCountsMayRemain: true,
       });
       await stage.stopAll();

@@ -3,7 +3,7 @@
  * cluster mode (REDIS_CLUSTER_NODES) with one shard and with six, each stored exactly once under
  * the id its 202 gave; with six, the shards sit on all three masters and every one of them carries
  * and drains its part. Then a consumer SIGKILLed with a batch in hand: its items are recovered by
- * the other consumer, none lost, none stored twice. See `cluster_stage.ts` for what every scenario
+ * the other consumer, none lost, none stored twice. See `stage.ts` for what every scenario
  * is held to; each prints its accounting line.
  *
  * @module
@@ -12,8 +12,10 @@
 import assert from "node:assert/strict";
 import type { TaskProcess } from "@users-pipeline/harness/processes";
 import { delay, waitFor } from "@users-pipeline/harness/wait";
-import { clusterScenario, type ClusterStage } from "../support/cluster_stage.ts";
-import { seconds } from "../support/fault_stage.ts";
+import { clusterScenario } from "../support/scenario.ts";
+import type { Stage } from "../support/stage.ts";
+import type { ClusterRedis } from "../support/topology.ts";
+import { seconds } from "../support/summary_phrases.ts";
 import { numberField, serviceEvents } from "../support/service_events.ts";
 import { RetryingClient, settleKeyed } from "../support/retrying_client.ts";
 import { shardOf } from "@users-pipeline/queue";
@@ -28,7 +30,7 @@ for (const shards of [1, 6]) {
     `cluster, QUEUE_SHARDS=${shards}: every user posted through the API is stored exactly once`,
     { shards },
     async (stage) => {
-      const { cluster, redis } = stage.world;
+      const { topology: { cluster }, redis } = stage.world;
       const masters = await shardMasters(stage);
       if (shards === 6) {
         assert.equal(
@@ -43,7 +45,10 @@ for (const shards of [1, 6]) {
       const load = stage.load(apis, `e2e-k${shards}`, { limit: USERS, ratePerSecond: 1_500 });
       const outcomes = await load.finished();
       const drainMs = await stage.drain();
-      const report = await stage.verify(`cluster K=${shards}`, outcomes);
+      const report = await stage.verify(outcomes, {
+        label: `cluster K=${shards}`,
+        refusedMayBeStored: true,
+      });
       assert.equal(report.accepted, USERS, "with no fault every request is accepted");
       // Each shard's acknowledgements count what it stored: every shard carried users.
       const perShard = await Promise.all(
@@ -173,7 +178,10 @@ for (const shards of [1, 6]) {
       );
       const outcomes = await load.finished();
       const drainMs = await stage.drain();
-      const report = await stage.verify(`cluster K=${shards} consumer SIGKILL`, outcomes);
+      const report = await stage.verify(outcomes, {
+        label: `cluster K=${shards} consumer SIGKILL`,
+        refusedMayBeStored: true,
+      });
       assert.equal(report.accepted, USERS, "with no Redis fault every request is accepted");
       const recovered = serviceEvents(survivor.output, "recovered")
         .reduce((sum, event) => sum + numberField(event, "items"), 0);
@@ -190,10 +198,10 @@ for (const shards of [1, 6]) {
 }
 
 /** The port of the master serving each shard now, shard 0 first. */
-async function shardMasters(stage: ClusterStage): Promise<number[]> {
+async function shardMasters(stage: Stage<ClusterRedis>): Promise<number[]> {
   const masters = [];
   for (const shard of stage.shards) {
-    masters.push((await stage.world.cluster.masterOf(shard.queue)).port);
+    masters.push((await stage.world.topology.cluster.masterOf(shard.queue)).port);
   }
   return masters;
 }

@@ -1,7 +1,7 @@
 /**
  * Fault scenarios of the API (issue #3): a replica SIGKILLed under load,
  * SIGTERM with requests in flight, and a queue at its bound. See
- * `fault_stage.ts` for what every scenario is held to.
+ * `stage.ts` for what every scenario is held to.
  *
  * @module
  */
@@ -9,20 +9,19 @@
 import assert from "node:assert/strict";
 import { delay } from "@users-pipeline/harness/wait";
 import { QUEUE_FULL } from "../support/answer_check.ts";
+import { killAll, processTree } from "../support/process_roster.ts";
+import { scenario } from "../support/scenario.ts";
 import {
   answers,
   avg,
   keyedSummary,
-  killAll,
-  processTree,
   refusals,
-  scenario,
   seconds,
   verdict,
-} from "../support/fault_stage.ts";
+} from "../support/summary_phrases.ts";
 
 scenario("an API replica SIGKILLed under load: every 202 it gave is stored", async (stage) => {
-  const { redisServer } = stage.world;
+  const redisServer = stage.world.topology;
   const victim = await stage.server();
   const other = await stage.server();
   await stage.consumer();
@@ -96,7 +95,7 @@ scenario("an API replica SIGKILLed under load: every 202 it gave is stored", asy
 scenario(
   "SIGTERM to the API under load: requests in flight get their 202 and it exits 0",
   async (stage) => {
-    const { redisServer } = stage.world;
+    const redisServer = stage.world.topology;
     // A 2 s Redis timeout, so a short freeze holds requests in flight without a 503.
     const api = await stage.server({ REDIS_TIMEOUT_MS: "2000" });
     await stage.consumer();

@@ -3,7 +3,7 @@
  * a crash between commit and acknowledgement, a message that crashes every
  * consumer, orphan recovery at the default heartbeat settings, SIGTERM
  * mid-batch, and the control: the course's BRPOP consumer, killed the same
- * way, loses users and the checker sees it. See `fault_stage.ts` for what
+ * way, loses users and the checker sees it. See `stage.ts` for what
  * every scenario is held to.
  *
  * @module
@@ -15,21 +15,12 @@ import { createCourseApp } from "@users-pipeline/bench/course_producer";
 import type { TaskProcess } from "@users-pipeline/harness/processes";
 import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { checkDelivery, type DeliveryReport } from "../support/delivery_check.ts";
-import {
-  answers,
-  avg,
-  type EnvChanges,
-  envelopes,
-  keyedSummary,
-  killAll,
-  processTree,
-  rowCount,
-  scenario,
-  seconds,
-  type Stage,
-  verdict,
-  waitForHolders,
-} from "../support/fault_stage.ts";
+import { killAll, processTree } from "../support/process_roster.ts";
+import { scenario } from "../support/scenario.ts";
+import { envelopes, rowCount, waitForHolders } from "../support/scenario_setups.ts";
+import type { EnvChanges } from "../support/service_env.ts";
+import type { Stage } from "../support/stage.ts";
+import { answers, avg, keyedSummary, seconds, verdict } from "../support/summary_phrases.ts";
 import type { Outcome } from "../support/fault_load.ts";
 import { hasEvent, numberField, serviceEvents } from "../support/service_events.ts";
 import { v7 as uuidv7 } from "uuid";
@@ -98,7 +89,7 @@ scenario(
 scenario(
   "the course's producer's users get an id when taken and are stored once through a crash between commit and acknowledgement",
   async (stage) => {
-    const { redis, redisServer, sql } = stage.world;
+    const { redis, topology: redisServer, sql } = stage.world;
     // The course's producer app as the chapter writes it (tools/bench), its
     // list redirected to this scenario's queue, behind a real HTTP server.
     const producer = Deno.serve(
@@ -326,7 +317,7 @@ scenario(
     assert.equal(status.code, 0, stage.tails());
     assert.equal(await rowCount(sql), held, `the batch in hand was finished\n${stage.tails()}`);
     assert.equal(await redis.llen(stage.keys.queue), good.length - held, "no new batch taken");
-    assert.deepEqual(await stage.processingKeys(), []);
+    assert.deepEqual(await stage.heldLists(), []);
 
     // Hand-back: the shutdown deadline passes while PostgreSQL stays frozen.
     await redis.rename(stage.keys.queue, aside);

@@ -2,7 +2,7 @@
  * Fault scenarios of bad input (issue #3): poison mixed into the queue is
  * buried with its reason while every good item is stored, and malformed
  * requests each get a precise 4xx while nothing is queued. See
- * `fault_stage.ts` for what every scenario is held to.
+ * `stage.ts` for what every scenario is held to.
  *
  * @module
  */
@@ -11,7 +11,9 @@ import assert from "node:assert/strict";
 import { v7 as uuidv7 } from "uuid";
 import { encodeEnvelope } from "@users-pipeline/queue";
 import type { ErrorCode } from "@users-pipeline/server/api_error";
-import { envelopes, scenario, seconds, verdict } from "../support/fault_stage.ts";
+import { scenario } from "../support/scenario.ts";
+import { envelopes } from "../support/scenario_setups.ts";
+import { seconds, verdict } from "../support/summary_phrases.ts";
 import { serviceEvents } from "../support/service_events.ts";
 
 scenario("poison mixed into 20k good items is buried, every good item stored", async (stage) => {

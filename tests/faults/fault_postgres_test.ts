@@ -2,7 +2,7 @@
  * Fault scenarios of PostgreSQL (issue #3): stopped for 15 s, frozen, and
  * its backends terminated repeatedly, all under load. The API needs no
  * PostgreSQL to accept, so no request may be refused; the consumers must
- * notice the outage, retry, and drain once it is over. See `fault_stage.ts`
+ * notice the outage, retry, and drain once it is over. See `stage.ts`
  * for what every scenario is held to.
  *
  * @module
@@ -13,18 +13,10 @@ import postgres from "postgres";
 import type { TaskProcess } from "@users-pipeline/harness/processes";
 import { delay } from "@users-pipeline/harness/wait";
 import { postgresConnection } from "../support/postgres_client.ts";
-import {
-  answers,
-  assertCleanExits,
-  describeExits,
-  drainAndVerify,
-  scenario,
-  seconds,
-  type Stage,
-  TEST_APP,
-  twoHoldingOneIdle,
-  verdict,
-} from "../support/fault_stage.ts";
+import { scenario, TEST_APP } from "../support/scenario.ts";
+import { assertCleanExits, drainAndVerify, twoHoldingOneIdle } from "../support/scenario_setups.ts";
+import type { Stage } from "../support/stage.ts";
+import { answers, describeExits, seconds, verdict } from "../support/summary_phrases.ts";
 import { numberField, serviceEvents } from "../support/service_events.ts";
 
 scenario(

@@ -3,7 +3,7 @@
  * its AOF, frozen for 10 s, a reply lost after its command ran, and full at
  * its maxmemory. After each, the consumers that lived through it must drain
  * the queue themselves: no fresh consumer is started to hide one stuck in
- * its reconnect. See `fault_stage.ts` for what every scenario is held to.
+ * its reconnect. See `stage.ts` for what every scenario is held to.
  *
  * @module
  */
@@ -16,22 +16,24 @@ import { projectEnv } from "@users-pipeline/harness/repo";
 import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { QUEUE_UNAVAILABLE } from "../support/answer_check.ts";
 import type { LoadGenerator } from "../support/fault_load.ts";
+import { scenario } from "../support/scenario.ts";
 import {
-  ANSWER_MARGIN_MS,
-  answers,
   assertCleanExits,
-  describeExits,
   drainAndVerify,
   envelopes,
-  FAST_ENV,
+  twoInsertingOneIdle,
+} from "../support/scenario_setups.ts";
+import { ANSWER_MARGIN_MS, FAST_ENV } from "../support/service_env.ts";
+import type { Stage } from "../support/stage.ts";
+import type { StandaloneRedis } from "../support/topology.ts";
+import {
+  answers,
+  describeExits,
   keyedSummary,
   refusals,
-  scenario,
   seconds,
-  type Stage,
-  twoInsertingOneIdle,
   verdict,
-} from "../support/fault_stage.ts";
+} from "../support/summary_phrases.ts";
 
 const DRAIN_MS = Number(projectEnv().SHUTDOWN_DRAIN_MS);
 import { hasEvent, numberField, serviceEvents } from "../support/service_events.ts";
@@ -39,7 +41,7 @@ import { hasEvent, numberField, serviceEvents } from "../support/service_events.
 scenario(
   "Redis SIGKILLed and restarted from its AOF mid-run: the same consumer resumes and nothing is lost",
   async (stage) => {
-    const { redis, redisServer } = stage.world;
+    const { redis, topology: redisServer } = stage.world;
     const api = await stage.server();
     // The load starts before the consumer, so a backlog sits in Redis when it dies whether or not
     // one consumer in single mode turns out slower than the API on this machine.
@@ -116,7 +118,7 @@ scenario(
 scenario(
   "Redis frozen for 10 s: every answer within REDIS_TIMEOUT_MS + 100 ms, then the same consumers resume",
   async (stage) => {
-    const { redisServer } = stage.world;
+    const redisServer = stage.world.topology;
     const api = await stage.server();
     const consumers = [await stage.consumer(), await stage.consumer()];
     const load = stage.load([api], "redis-freeze", { ratePerSecond: 1_000 });
@@ -289,7 +291,7 @@ scenario(
 scenario(
   "consumers SIGTERMed while Redis is frozen exit 0 within compose's 30 s and lose nothing",
   async (stage) => {
-    const { redisServer } = stage.world;
+    const redisServer = stage.world.topology;
     // Two hold a batch, their inserts waiting on the test's lock on the table; then Redis
     // freezes and the lock goes: their inserts commit and their acknowledgements wait on the
     // frozen Redis.
@@ -339,7 +341,7 @@ async function acceptingAgain(load: LoadGenerator, since: number): Promise<numbe
  * The Redis outage `consumer` went through: it saw it begin and saw it end,
  * so it came back by itself.
  */
-function redisOutage(consumer: TaskProcess, stage: Stage): { ms: number } {
+function redisOutage(consumer: TaskProcess, stage: Stage<StandaloneRedis>): { ms: number } {
   const events = serviceEvents(consumer.output).filter((e) => e.dependency === "redis");
   const started = events.findIndex((e) => e.event === "outage_started");
   const ended = events.findIndex((e, i) => i > started && e.event === "outage_ended");
@@ -348,7 +350,7 @@ function redisOutage(consumer: TaskProcess, stage: Stage): { ms: number } {
   return { ms: numberField(events[ended]!, "ms") };
 }
 
-async function usedMemory(stage: Stage): Promise<number> {
+async function usedMemory(stage: Stage<StandaloneRedis>): Promise<number> {
   const info = await stage.world.redis.info("memory");
   const used = Number(/^used_memory:(\d+)/m.exec(info)?.[1]);
   assert.ok(used > 0, `no used_memory in INFO memory:\n${info}`);

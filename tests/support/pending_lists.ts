@@ -7,6 +7,8 @@
  * @module
  */
 
+import type { QueueKeys } from "@users-pipeline/queue";
+
 /**
  * The Lua script: KEYS[1] the main list, KEYS[2] the retry list, ARGV[1] the processing lists'
  * pattern; returns key, length, key, length… for the lists that hold items. KEYS is fine here:
@@ -31,4 +33,31 @@ export function pendingFromReply(reply: readonly (string | number)[]): Map<strin
   const lists = new Map<string, number>();
   for (let i = 0; i + 1 < reply.length; i += 2) lists.set(String(reply[i]), Number(reply[i + 1]));
   return lists;
+}
+
+/** The client calls {@linkcode pendingLists} needs: ioredis's `Redis` and `Cluster` both fit. */
+export interface ScriptRunner {
+  eval(script: string, numKeys: number, ...args: string[]): Promise<unknown>;
+}
+
+/**
+ * Every shard's main, retry and non-empty processing lists with their lengths, each shard read
+ * in one atomic step on the server serving its slot.
+ */
+export async function pendingLists(
+  redis: ScriptRunner,
+  shards: readonly QueueKeys[],
+): Promise<Map<string, number>> {
+  const all = new Map<string, number>();
+  for (const shard of shards) {
+    const reply = await redis.eval(
+      PENDING_LISTS_SCRIPT,
+      2,
+      shard.queue,
+      shard.retry,
+      `${shard.processingPrefix}*`,
+    ) as (string | number)[];
+    for (const [key, length] of pendingFromReply(reply)) all.set(key, length);
+  }
+  return all;
 }

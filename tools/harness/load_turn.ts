@@ -16,8 +16,8 @@
  * ({@linkcode takeLoadTurn}): besides their loads, starting engines, images
  * and a dozen containers starves a fault scenario just as well (its pushes
  * outlive a 500 ms REDIS_TIMEOUT_MS beside a three-engine Swarm deploy). The
- * fault scenarios (`tests/support/fault_stage.ts`) and the Redis Cluster
- * scenarios (`tests/support/cluster_stage.ts`) take it per test; the dashboard's and
+ * fault scenarios and the Redis Cluster scenarios (`tests/support/scenario.ts`)
+ * take it per test; the dashboard's and
  * the native stack's test files hold it whole, like the Docker ones. Within
  * one process the turn is shared: turns may nest.
  *

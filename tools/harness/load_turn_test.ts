@@ -101,7 +101,7 @@ Deno.test("./stack lists exactly the test files that take the load turn, so its 
       if (!entry.name.endsWith("_test.ts")) continue;
       const path = `tests/${tier.name}/${entry.name}`;
       const source = await Deno.readTextFile(`${REPO_DIR}/${path}`);
-      // fault_stage.ts's scenario() and cluster_stage.ts's clusterScenario() take it per test.
+      // scenario.ts's scenario() and clusterScenario() take it per test.
       if (/^\s*(?:scenario|clusterScenario)\(|holdLoadTurnForFile\(|withLoadTurn\(/m.test(source)) {
         taking.push(path);
       }

@@ -1,0 +1,40 @@
+import assert from "node:assert/strict";
+import type { Outcome } from "./fault_load.ts";
+import { avg, describeExits, keyedSummary, refusals, seconds } from "./summary_phrases.ts";
+
+Deno.test("seconds() and avg() give the summary's figures", () => {
+  assert.equal(seconds(1_549), "1.5 s");
+  assert.equal(avg([1, 2, 6]), 3);
+  assert.equal(avg([]), 0);
+});
+
+Deno.test("refusals() counts the refusals by status and reason", () => {
+  const rejected = { kind: "rejected", status: 503, detail: "queue is full" } as Outcome;
+  const accepted = { kind: "accepted", status: 202 } as Outcome;
+  assert.equal(refusals([rejected, accepted, rejected]), "503 queue is full × 2");
+  assert.equal(refusals([accepted]), "none refused");
+});
+
+Deno.test("describeExits() says what each consumer held and how it ended", () => {
+  assert.equal(
+    describeExits([{ name: "consumer-1", code: 0, ms: 22_300 }, {
+      name: "consumer-2",
+      code: undefined,
+      ms: 30_000,
+    }], [500, 0]),
+    "consumer-1 (500 in hand) exit 0 after 22.3 s, consumer-2 (idle) exit undefined after 30.0 s",
+  );
+});
+
+Deno.test("keyedSummary() counts the keys that got their 202", () => {
+  assert.equal(
+    keyedSummary({
+      users: [
+        { key: "k1", name: "a", id: "1", tries: 1, gaveUp: false },
+        { key: "k2", name: "b", tries: 4, gaveUp: false },
+      ],
+      tries: 5,
+    }),
+    "keyed client: 1 of 2 keys 202 after 5 tries, each stored once under its id",
+  );
+});
