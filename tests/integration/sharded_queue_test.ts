@@ -224,7 +224,7 @@ Deno.test("DeadLetters over shards: counts add up, pages merge newest first, req
     assert.equal(await redis.llen(home.queue), 1);
     assert.equal(await queue.indexed(one!.id), "queued");
     assert.equal(await dead.purge({}), 8);
-    const stats = await readQueueStats(redis, queue, 61_000);
+    const stats = await readQueueStats(redis, queue, { now: 61_000 });
     assert.deepEqual(stats.depth, { queued: 1, retry: 0, processing: 0, dead: 0 });
     assert.equal(stats.oldestAgeSeconds.queued, 60);
   } finally {
