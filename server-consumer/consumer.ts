@@ -148,23 +148,14 @@ export class Consumer {
 
   constructor(options: ConsumerOptions) {
     const o = { onEvent: () => {}, onMeasurement: () => {}, clock: systemClock, ...options };
+    const stats = this.stats;
     this.#o = o;
-    const { queue, clock, onEvent, onMeasurement, batchSize, stats } = { ...o, stats: this.stats };
-    const retrier = new Retrier({ ...o, clock, onEvent, onMeasurement });
-    const membership = new Membership({ ...o, retrier, stats });
-    this.#retrier = retrier;
-    this.#membership = membership;
-    this.#fetcher = new Fetcher({ ...o, retrier, membership });
-    this.#storeStep = new StoreStep({ store: o.store, retrier, clock });
-    this.#acknowledger = new Acknowledger({
-      retrier,
-      membership,
-      batchSize,
-      fetchesWithAck: queue.fetchesWithAck,
-      stats,
-      onEvent,
-      onMeasurement,
-    });
+    this.#retrier = new Retrier(o);
+    this.#membership = new Membership({ ...o, retrier: this.#retrier, stats });
+    const roles = { ...o, retrier: this.#retrier, membership: this.#membership, stats };
+    this.#fetcher = new Fetcher(roles);
+    this.#storeStep = new StoreStep(roles);
+    this.#acknowledger = new Acknowledger({ ...roles, fetchesWithAck: o.queue.fetchesWithAck });
   }
 
   /** This consumer's current id (its processing list is `<queue>:processing:<id>`). */
