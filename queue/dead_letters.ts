@@ -18,9 +18,50 @@
  */
 
 import { type QueueKeys, type ShardKeys, shardList, shardOf } from "./keys.ts";
-import type { DeadLetter } from "./redis_queue.ts";
 import { runScript } from "./lua_script.ts";
 import { DEAD_LETTERS_TAKE, type RedisClient } from "./scripts.ts";
+
+/**
+ * Why an item was buried, as a small fixed set (the reason's text varies with
+ * the item, so counts and filters use this):
+ * - `invalid_item`: not a valid envelope (the consumer could not decode it);
+ * - `database_refused`: PostgreSQL refused the row for its data (SQLSTATE
+ *   class 22 or 23);
+ * - `id_conflict`: the id is already stored with another name (or the row was
+ *   neither inserted nor found);
+ * - `consumer_crashed`: it was in the hands of MAX_CRASHES crashed consumers.
+ * Records buried before kinds existed count as `unknown`.
+ */
+export type DeadLetterKind =
+  | "invalid_item"
+  | "database_refused"
+  | "id_conflict"
+  | "consumer_crashed";
+
+/** Every {@linkcode DeadLetterKind}, and `unknown` for records that carry none. */
+export const DEAD_LETTER_KINDS: readonly string[] = [
+  "invalid_item",
+  "database_refused",
+  "id_conflict",
+  "consumer_crashed",
+  "unknown",
+];
+
+/** One entry of the dead-letter list, JSON-encoded. */
+export interface DeadLetter {
+  /** The item exactly as it was queued. */
+  readonly payload: string;
+  /** Why it can never be stored, in detail. */
+  readonly reason: string;
+  /** The class of `reason`, what dead letters are counted and filtered by. */
+  readonly kind: DeadLetterKind;
+  /** The user's id, when the item has one. */
+  readonly id?: string;
+  /** PostgreSQL's SQLSTATE when the database refused the row. */
+  readonly sqlstate?: string;
+  /** When it was buried (ISO 8601). */
+  readonly dead_at: string;
+}
 
 /** Which dead letters a requeue or purge takes; every one when both are absent. */
 export interface DeadLetterFilter {

@@ -112,17 +112,23 @@ export function queueShards(
     );
   }
   if (shards === 1 && !cluster) return [queueKeys(name)];
-  return Array.from({ length: shards }, (_, s) => queueKeys(name, shardTag(name, s, shards)));
+  return Array.from(
+    { length: shards },
+    (_, s) => queueKeys(name, shardTag(name, { shard: s, shards })),
+  );
 }
 
 /**
- * The hash tag of shard `shard` of `shards`: `name` itself for the shard
+ * The hash tag of shard `shard` of `shards` (an index, and the count): `name` itself for the shard
  * whose slot range holds `name`'s slot (so a raw `LPUSH <name>` feeds a
  * shard), else the first of `name:<shard>`, `name:<shard>.1`, `name:<shard>.2`…
  * whose slot falls in the shard's range (about `shards` tries, as CRC16
  * spreads such names evenly).
  */
-export function shardTag(name: string, shard: number, shards: number): string {
+export function shardTag(
+  name: string,
+  { shard, shards }: { shard: number; shards: number },
+): string {
   const [low, high] = [slotRangeStart(shard, shards), slotRangeStart(shard + 1, shards)];
   const inRange = (tag: string) => {
     const slot = calculateSlot(tag);

@@ -52,9 +52,9 @@ Deno.test("queueShards() puts shard s's slot in the s-th of K equal slot ranges"
 });
 
 Deno.test("shardTag() is the same in every process (API and consumers must agree)", () => {
-  assert.equal(shardTag("users", 2, 6), "users:2");
-  assert.equal(shardTag("users", 0, 6), "users:0.4");
-  assert.equal(shardTag("users", 5, 6), "users");
+  assert.equal(shardTag("users", { shard: 2, shards: 6 }), "users:2");
+  assert.equal(shardTag("users", { shard: 0, shards: 6 }), "users:0.4");
+  assert.equal(shardTag("users", { shard: 5, shards: 6 }), "users");
 });
 
 Deno.test("queueShards() refuses a shard count out of range", () => {

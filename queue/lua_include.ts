@@ -18,10 +18,14 @@ const DIRECTIVE = /^-- @include "([^"]+)"$/;
  * includes itself, directly or not, so a script never reaches Redis with a
  * directive left in it.
  */
-export function resolveIncludes(
-  path: string,
+export function resolveIncludes(path: string, files: Readonly<Record<string, string>>): string {
+  return resolve(files, { path, including: [] });
+}
+
+/** `path` resolved, `including` being the files whose directives led to it, outermost first. */
+function resolve(
   files: Readonly<Record<string, string>>,
-  including: readonly string[] = [],
+  { path, including }: { path: string; including: readonly string[] },
 ): string {
   const source = Object.hasOwn(files, path) ? files[path] : undefined;
   if (source === undefined) {
@@ -46,6 +50,6 @@ export function resolveIncludes(
           `is not written as -- @include "includes/<file>.lua"`,
       );
     }
-    return resolveIncludes(match[1]!, files, [...including, path]).replace(/\n$/, "");
+    return resolve(files, { path: match[1]!, including: [...including, path] }).replace(/\n$/, "");
   }).join("\n");
 }

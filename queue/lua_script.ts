@@ -195,7 +195,10 @@ export function runScript<S extends LuaScript, T extends RedisClient | Chainable
 
 /** The call as ioredis takes it: (key count,) keys, variadic keys, arguments, variadic arguments. */
 function wireArguments(script: LuaScript, call: CallOf<LuaScript>): ScriptArg[] {
-  const named = (kind: "key" | "argument", names: readonly string[], values = {}) =>
+  const named = (
+    kind: "key" | "argument",
+    { names, values = {} }: { names: readonly string[]; values?: object },
+  ) =>
     names.map((name) => {
       const value = (values as Record<string, ScriptArg | undefined>)[name];
       if (value === undefined) {
@@ -203,8 +206,8 @@ function wireArguments(script: LuaScript, call: CallOf<LuaScript>): ScriptArg[] 
       }
       return value;
     });
-  const keys = named("key", script.keys, call.keys);
-  const args = named("argument", script.args, call.args);
+  const keys = named("key", { names: script.keys, values: call.keys });
+  const args = named("argument", { names: script.args, values: call.args });
   const restKeys = call.restKeys ?? [];
   const restArgs = call.restArgs ?? [];
   if (!script.restKeys && restKeys.length > 0 || !script.restArgs && restArgs.length > 0) {

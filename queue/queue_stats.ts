@@ -33,15 +33,15 @@ export interface QueueStats {
 }
 
 /**
- * Reads the queue's depth and the age of its oldest items, `now` being ms
- * since the epoch: the overview script's round trips (`overview.ts`), per
+ * Reads the queue's depth and the age of its oldest items, `options.now`
+ * (default: the clock) being ms since the epoch: the overview script's round trips (`overview.ts`), per
  * shard, side by side; the depths add up and the oldest item of any shard
  * gives the age.
  */
 export async function readQueueStats(
   redis: RedisClient,
   queue: { readonly keys: ShardKeys },
-  now: number = Date.now(),
+  { now = Date.now() }: { now?: number } = {},
 ): Promise<QueueStats> {
   const replies = await Promise.all(
     shardList(queue.keys).map((keys) => overviewReply(redis, keys)),

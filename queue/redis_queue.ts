@@ -13,7 +13,8 @@
  *   the stored effect exactly once.
  * - A consumer whose heartbeat expired is "fenced": the scripts refuse it new
  *   work and ignore its acknowledgements, so it cannot trim items that were
- *   already handed to someone else. It re-registers under a new id.
+ *   already handed to someone else (its fetches and acknowledgements reject
+ *   with {@linkcode FencedError}). It re-registers under a new id.
  * - The status index moves with the items, in the same scripts: the push adds
  *   the ids to the set `<queue>:queued`, where they stay through fetch,
  *   hand-back, recovery and retry; the acknowledgement removes the ids it
@@ -52,7 +53,18 @@
  * @module
  */
 
-import { Cluster } from "ioredis";
+import {
+  ackCall,
+  type BatchSettler,
+  FencedError,
+  fetchCall,
+  FetchedBatch,
+  type FetchedFields,
+  fieldsOfReply,
+  type ShardFetchOptions,
+} from "./batch.ts";
+import { runConfirmed, WriteUnconfirmedError } from "./confirmed_write.ts";
+import type { DeadLetter } from "./dead_letters.ts";
 import { encodeEnvelope, type UserEnvelope } from "./envelope.ts";
 import type { QueueKeys } from "./keys.ts";
 import { type CallOf, type LuaScript, type ReplyOf, runScript } from "./lua_script.ts";
@@ -78,106 +90,6 @@ export class QueueFullError extends Error {
   }
 }
 
-/** A Redis Cluster's answer that a slot is served elsewhere. */
-const REDIRECT = /^(MOVED|ASK) /;
-
-/** How many times a confirmed write follows a redirect before it fails. */
-const MAX_REDIRECTS = 3;
-
-/** Reloads a cluster client's map of slots to nodes; nothing for a standalone client. */
-function refreshSlots(redis: RedisClient): Promise<void> {
-  if (!(redis instanceof Cluster)) return Promise.resolve();
-  return new Promise((resolve) => redis.refreshSlotsCache(() => resolve()));
-}
-
-/**
- * Raised when `WAIT` confirmed a write on fewer replicas than asked within
- * the timeout. The write happened on the master and may well survive; it is
- * just not known to survive a failover.
- */
-export class WriteUnconfirmedError extends Error {
-  /** For a push: how many of its users were pushed (the others did not fit). */
-  readonly pushed: number;
-  /**
-   * For a push with an idempotency key: the id its key is queued under (an
-   * earlier request's, when this one found the key seen). Set by the caller.
-   */
-  queuedAs?: string;
-
-  constructor(what: string, wanted: number, confirmed: number, timeoutMs: number, pushed = 0) {
-    super(
-      `Cannot confirm the ${what} on ${wanted} replicas: ${confirmed} acknowledged it ` +
-        `within ${timeoutMs} ms`,
-    );
-    this.name = "WriteUnconfirmedError";
-    this.pushed = pushed;
-  }
-}
-
-/** Items a consumer took, oldest first. */
-export interface Batch {
-  readonly items: readonly string[];
-  /** True for an item recovered from a crashed consumer (always a batch of one). */
-  readonly fromRetry: boolean;
-  /** The shard it was taken from (`sharded_queue.ts`); absent means shard 0. */
-  readonly shard?: number;
-  /**
-   * Set on an empty batch when recovered items wait, which only a fetch
-   * holding nothing may take (see `lua/fetch.lua`).
-   */
-  readonly suspectWaiting?: boolean;
-}
-
-/**
- * Why an item was buried, as a small fixed set (the reason's text varies with
- * the item, so counts and filters use this):
- * - `invalid_item`: not a valid envelope (the consumer could not decode it);
- * - `database_refused`: PostgreSQL refused the row for its data (SQLSTATE
- *   class 22 or 23);
- * - `id_conflict`: the id is already stored with another name (or the row was
- *   neither inserted nor found);
- * - `consumer_crashed`: it was in the hands of MAX_CRASHES crashed consumers.
- * Records buried before kinds existed count as `unknown`.
- */
-export type DeadLetterKind =
-  | "invalid_item"
-  | "database_refused"
-  | "id_conflict"
-  | "consumer_crashed";
-
-/** Every {@linkcode DeadLetterKind}, and `unknown` for records that carry none. */
-export const DEAD_LETTER_KINDS: readonly string[] = [
-  "invalid_item",
-  "database_refused",
-  "id_conflict",
-  "consumer_crashed",
-  "unknown",
-];
-
-/** One entry of the dead-letter list, JSON-encoded. */
-export interface DeadLetter {
-  /** The item exactly as it was queued. */
-  readonly payload: string;
-  /** Why it can never be stored, in detail. */
-  readonly reason: string;
-  /** The class of `reason`, what dead letters are counted and filtered by. */
-  readonly kind: DeadLetterKind;
-  /** The user's id, when the item has one. */
-  readonly id?: string;
-  /** PostgreSQL's SQLSTATE when the database refused the row. */
-  readonly sqlstate?: string;
-  /** When it was buried (ISO 8601). */
-  readonly dead_at: string;
-}
-
-/** Counts of every list of the queue, for tests, benchmarks and operators. */
-export interface QueueDepth {
-  readonly queued: number;
-  readonly retry: number;
-  readonly dead: number;
-  readonly processing: number;
-}
-
 /**
  * An `Idempotency-Key` already queued a different user (another name): the
  * request is refused and nothing is pushed.
@@ -191,6 +103,14 @@ export class IdempotencyConflictError extends Error {
     super(`Cannot queue this user as its Idempotency-Key already queued another user (${id})`);
     this.id = id;
   }
+}
+
+/** Counts of every list of the queue, for tests, benchmarks and operators. */
+export interface QueueDepth {
+  readonly queued: number;
+  readonly retry: number;
+  readonly dead: number;
+  readonly processing: number;
 }
 
 /** Options of {@linkcode RedisQueue}. */
@@ -212,6 +132,12 @@ export interface RedisQueueOptions {
   readonly waitTimeoutMs?: number;
 }
 
+/** Options of {@linkcode RedisQueue.enqueueFitting}. */
+export interface FittingOptions {
+  /** When the earliest of the users asked to be queued: the deadline counts from it. @default now */
+  readonly since?: number;
+}
+
 /** The queue's operations; `redis` may be shared by many callers. */
 export class RedisQueue {
   readonly #redis: RedisClient;
@@ -230,42 +156,24 @@ export class RedisQueue {
     this.keys = keys;
   }
 
-  /**
-   * Runs a script, then, when replicas must confirm it, `WAIT` on the same
-   * connection: both in one pipeline, which ioredis sends to the one node
-   * serving the script's keys (a Redis Cluster routes a keyless command of a
-   * pipeline with the pipeline's slot), so `WAIT` counts the replicas of the
-   * master that ran the script. Resolves with the script's reply and how many
-   * replicas acknowledged it (`Infinity` when none were asked for).
-   */
-  async #confirmed<S extends LuaScript>(
-    script: S,
-    call: CallOf<S>,
-  ): Promise<[reply: ReplyOf<S>, replicas: number]> {
-    if (this.#waitReplicas === 0) return [await runScript(this.#redis, script, call), Infinity];
-    for (let attempt = 1;; attempt++) {
-      const pipeline = this.#redis.pipeline();
-      // Only queued: the reply comes from exec().
-      runScript(pipeline, script, call);
-      pipeline.wait(this.#waitReplicas, this.#waitTimeoutMs);
-      const replies = await pipeline.exec();
-      const [[scriptError, reply], [waitError, replicas]] = replies as [
-        [Error | null, ReplyOf<S>],
-        [Error | null, number],
-      ];
-      // The slot moved (a failover that left the old master alive, a
-      // resharding): the script did not run. ioredis follows a redirect for a
-      // single command, but not for a pipeline whose WAIT succeeded on the old
-      // node, and nothing else makes it refresh its slot map while that node
-      // lives; so refresh it here and send the pipeline again.
-      if (scriptError && REDIRECT.test(scriptError.message) && attempt < MAX_REDIRECTS) {
-        await refreshSlots(this.#redis);
-        continue;
-      }
-      if (scriptError) throw scriptError;
-      if (waitError) throw waitError;
-      return [reply, replicas];
-    }
+  /** A push's script, followed by `WAIT` when replicas must confirm it (`confirmed_write.ts`). */
+  #confirmed<S extends LuaScript>(script: S, call: CallOf<S>) {
+    return runConfirmed(this.#redis, {
+      script,
+      call,
+      replicas: this.#waitReplicas,
+      timeoutMs: this.#waitTimeoutMs,
+    }) as Promise<[reply: ReplyOf<S>, replicas: number]>;
+  }
+
+  /** The error of a push `WAIT` did not confirm on enough replicas. */
+  #unconfirmed(replicas: number, pushed: number): WriteUnconfirmedError {
+    return new WriteUnconfirmedError("push", {
+      wanted: this.#waitReplicas,
+      confirmed: replicas,
+      timeoutMs: this.#waitTimeoutMs,
+      pushed,
+    });
   }
 
   /**
@@ -275,7 +183,7 @@ export class RedisQueue {
    * Redis acknowledged the push.
    */
   async enqueue(maxLength: number, ...users: readonly UserEnvelope[]): Promise<void> {
-    const pushed = await this.#push("all", maxLength, users, Date.now());
+    const pushed = await this.#push("all", { maxLength, users, since: Date.now() });
     if (pushed < users.length) throw new QueueFullError(maxLength);
   }
 
@@ -314,13 +222,7 @@ export class RedisQueue {
     const [status, id] = reply;
     if (status === 3) throw new IdempotencyConflictError(id);
     if (replicas < this.#waitReplicas) {
-      const error = new WriteUnconfirmedError(
-        "push",
-        this.#waitReplicas,
-        replicas,
-        this.#waitTimeoutMs,
-        status === 1 ? 1 : 0,
-      );
+      const error = this.#unconfirmed(replicas, status === 1 ? 1 : 0);
       error.queuedAs = id;
       throw error;
     }
@@ -330,15 +232,15 @@ export class RedisQueue {
   /**
    * Pushes as many of `users`, from the first, as fit under `maxLength`, as
    * one atomic step, and resolves with how many that was, once Redis
-   * acknowledged it. The deadline (`enqueueWithinMs`) counts from `since`,
-   * when the earliest of them asked to be queued.
+   * acknowledged it. The deadline (`enqueueWithinMs`) counts from
+   * `options.since`, when the earliest of them asked to be queued.
    */
   enqueueFitting(
     maxLength: number,
     users: readonly UserEnvelope[],
-    since: number = Date.now(),
+    { since = Date.now() }: FittingOptions = {},
   ): Promise<number> {
-    return this.#push("fit", maxLength, users, since);
+    return this.#push("fit", { maxLength, users, since });
   }
 
   /** A push Redis ran after its deadline, which did nothing (`lua/includes/past_deadline.lua`). */
@@ -350,9 +252,11 @@ export class RedisQueue {
 
   async #push(
     mode: "all" | "fit",
-    maxLength: number,
-    users: readonly UserEnvelope[],
-    since: number,
+    { maxLength, users, since }: {
+      maxLength: number;
+      users: readonly UserEnvelope[];
+      since: number;
+    },
   ): Promise<number> {
     const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
     const [pushed, replicas] = await this.#confirmed(ENQUEUE, {
@@ -361,15 +265,7 @@ export class RedisQueue {
       restArgs: [...users.map(encodeEnvelope), ...users.map((user) => user.id)],
     });
     if (pushed === -2) throw this.#tooLate();
-    if (pushed > 0 && replicas < this.#waitReplicas) {
-      throw new WriteUnconfirmedError(
-        "push",
-        this.#waitReplicas,
-        replicas,
-        this.#waitTimeoutMs,
-        pushed,
-      );
-    }
+    if (pushed > 0 && replicas < this.#waitReplicas) throw this.#unconfirmed(replicas, pushed);
     return pushed;
   }
 
@@ -392,130 +288,39 @@ export class RedisQueue {
 
   /**
    * Moves up to `max` items into the consumer's processing list and returns
-   * them oldest first; an empty batch when there is nothing; `undefined` when
-   * the consumer is fenced. `held` is how many items the consumer holds
-   * unacknowledged (the batch it is storing while it fetches the next one);
-   * whatever else the list holds came from a fetch whose reply was lost, and
-   * is returned again instead of new items. `holdingElsewhere`: the consumer
-   * holds a batch in another shard's list (`sharded_queue.ts`), so, holding
-   * something, it is not given a recovered item either.
+   * them oldest first, as a batch to acknowledge; an empty batch when there
+   * is nothing; rejects with {@linkcode FencedError} when the consumer is
+   * fenced. `held` is how many items the consumer holds unacknowledged (the
+   * batch it is storing while it fetches the next one); whatever else the
+   * list holds came from a fetch whose reply was lost, and is returned again
+   * instead of new items.
    */
-  async fetch(
-    consumerId: string,
-    max: number,
-    held = 0,
-    holdingElsewhere = false,
-  ): Promise<Batch | undefined> {
+  async fetch(options: ShardFetchOptions): Promise<FetchedBatch> {
     // Never confirmed on replicas (WAIT): a failover that undoes the move only delivers its
     // items again, which the idempotent insert absorbs (`server-consumer/main.ts`).
-    const reply = await runScript(this.#redis, FETCH, {
-      keys: {
-        consumers: this.keys.consumers,
-        retry: this.keys.retry,
-        queue: this.keys.queue,
-        processing: this.keys.processingPrefix + consumerId,
-      },
-      args: { consumerId, max, held, holdingElsewhere: holdingElsewhere ? "1" : "0" },
-    });
-    return this.#batchOf(reply);
+    const reply = await runScript(this.#redis, FETCH, fetchCall(this.keys, options));
+    return this.#handle(fieldsOfReply(reply, options.consumerId));
   }
 
-  /** A fetch's reply (see `lua/fetch.lua`) as a batch; `undefined` when fenced. */
-  #batchOf(reply: FetchReply): Batch | undefined {
-    if (reply === -1) return undefined;
-    const [source, taken] = reply as [0 | 1 | 2, string[] | string | undefined];
-    if (source === 1) return { items: [taken as string], fromRetry: true };
-    if (source === 2) return { items: [], fromRetry: false, suspectWaiting: true };
-    // The script returns the list's order (newest at the left); FIFO wants the oldest first.
-    const items = (taken as string[] | undefined) ?? [];
-    items.reverse();
-    return { items, fromRetry: false };
-  }
-
-  /**
-   * Acknowledges a handled batch, records its dead letters and updates the
-   * index (`storedIds` leave it, the dead letters' ids become their records)
-   * in one step. Call it only once the stored rows are committed. Resolves
-   * false when the consumer was fenced (nothing was acknowledged). A repeat
-   * of an acknowledgement that ran acknowledges nothing more.
-   */
-  async ack(
-    consumerId: string,
-    batch: Batch,
-    deadLetters: readonly DeadLetter[] = [],
-    storedIds: readonly string[] = [],
-  ): Promise<boolean> {
-    return await this.#ack(this.#redis, consumerId, batch, deadLetters, storedIds, 0, 0) === 1;
-  }
-
-  /** {@linkcode ackAndFetch} fetches, always (the consumer's loop asks). */
+  /** {@linkcode FetchedBatch.ackAndFetch} fetches in the acknowledgement's call, always. */
   readonly fetchesWithAck = true;
 
-  /**
-   * {@linkcode ack}, and in the same script call the next batch, as
-   * {@linkcode fetch} takes it for a consumer holding `held` items once
-   * `batch` is acknowledged (the batch fetched while `batch` was stored, or
-   * none). Resolves `undefined` when the consumer was fenced (nothing
-   * acknowledged, nothing taken).
-   */
-  async ackAndFetch(
-    consumerId: string,
-    batch: Batch,
-    deadLetters: readonly DeadLetter[],
-    storedIds: readonly string[],
-    max: number,
-    held = 0,
-  ): Promise<Batch | undefined> {
-    const reply = await this.#ack(
-      this.#redis,
-      consumerId,
-      batch,
-      deadLetters,
-      storedIds,
-      max,
-      held,
-    );
-    return this.#batchOf(reply === 0 ? -1 : reply as Exclude<typeof reply, 1>);
-  }
-
-  #ack(
-    redis: RedisClient,
-    consumerId: string,
-    batch: Batch,
-    deadLetters: readonly DeadLetter[],
-    storedIds: readonly string[],
-    next: number,
-    heldAfter: number,
-  ) {
-    const { keys } = this;
-    return runScript(redis, ACK, {
-      keys: {
-        consumers: keys.consumers,
-        processing: keys.processingPrefix + consumerId,
-        deliveries: keys.deliveries,
-        dead: keys.dead,
-        queuedIds: keys.queuedIds,
-        deadIds: keys.deadIds,
-        deadCounts: keys.deadCounts,
-        stats: keys.stats,
-        retry: keys.retry,
-        queue: keys.queue,
+  /** A batch this shard handed out, acknowledged here (`lua/ack.lua`). */
+  #handle(fields: FetchedFields): FetchedBatch {
+    const settler: BatchSettler = {
+      ack: async (outcome) => {
+        const reply = await runScript(this.#redis, ACK, ackCall(this.keys, { batch, outcome }));
+        if (reply !== 1) throw new FencedError(batch.consumerId);
       },
-      args: {
-        consumerId,
-        count: batch.items.length,
-        fromRetry: batch.fromRetry ? "1" : "0",
-        // Oldest first: what the acknowledgement checks is still at the list's right end.
-        oldestItem: batch.items[0] ?? "",
-        next,
-        heldAfter,
-        storedCount: storedIds.length,
+      ackAndFetch: async (outcome, next) => {
+        const call = ackCall(this.keys, { batch, outcome, next });
+        const reply = await runScript(this.#redis, ACK, call);
+        if (reply === 0) throw new FencedError(batch.consumerId);
+        return this.#handle(fieldsOfReply(reply as FetchReply, batch.consumerId));
       },
-      restArgs: [
-        ...storedIds,
-        ...deadLetters.flatMap((letter) => [letter.id ?? "", letter.kind, JSON.stringify(letter)]),
-      ],
-    });
+    };
+    const batch = new FetchedBatch(fields, settler);
+    return batch;
   }
 
   /**

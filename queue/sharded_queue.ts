@@ -39,7 +39,8 @@ import calculateSlot from "cluster-key-slot";
 import { v7 as uuidv7 } from "uuid";
 import type { UserEnvelope } from "./envelope.ts";
 import { type QueueKeys, shardOf } from "./keys.ts";
-import { type Batch, type DeadLetter, RedisQueue, type RedisQueueOptions } from "./redis_queue.ts";
+import { FencedError, FetchedBatch, type FetchOptions } from "./batch.ts";
+import { RedisQueue, type RedisQueueOptions } from "./redis_queue.ts";
 import type { RedisClient } from "./scripts.ts";
 
 /** Every shard of one queue. */
@@ -114,8 +115,9 @@ export class ShardedQueue {
   /**
    * Up to `max` items of one shard, oldest first: the first shard with any,
    * starting from the one after where the previous fetch started; an empty
-   * batch when every shard is empty; `undefined` when the consumer is fenced
-   * in a shard it looked at.
+   * batch when every shard is empty; rejects with `FencedError` when the
+   * consumer is fenced in a shard it looked at. The batch is acknowledged in
+   * its shard.
    *
    * `held` is how many items the consumer holds unacknowledged: the last
    * batch returned (see the module's notes).
@@ -126,7 +128,7 @@ export class ShardedQueue {
    * the failed call may have taken stays in that shard's processing list,
    * and the next fetch there returns it.
    */
-  async fetch(consumerId: string, max: number, held = 0): Promise<Batch | undefined> {
+  async fetch({ consumerId, max, held = 0 }: FetchOptions): Promise<FetchedBatch> {
     const count = this.shards.length;
     const start = this.#next;
     this.#next = (start + 1) % count;
@@ -134,75 +136,57 @@ export class ShardedQueue {
     for (let i = 0; i < count; i++) {
       const shard = (start + i) % count;
       const holdsHere = shard === this.#holdingShard;
-      let batch: Batch | undefined;
+      let batch: FetchedBatch;
       try {
-        batch = await this.shards[shard]!.fetch(
+        batch = await this.shards[shard]!.fetch({
           consumerId,
           max,
-          holdsHere ? held : 0,
-          held > 0 && !holdsHere,
-        );
+          held: holdsHere ? held : 0,
+          holdingElsewhere: held > 0 && !holdsHere,
+        });
       } catch (error) {
+        if (error instanceof FencedError) throw error;
         failure ??= { error };
         continue;
       }
-      if (batch === undefined) return undefined;
       if (batch.suspectWaiting) {
         // Taken by the next fetch, made holding nothing: start it here.
         this.#next = shard;
-        return { items: [], fromRetry: false, shard, suspectWaiting: true };
+        return this.#inShard(batch, shard);
       }
       if (batch.items.length > 0) {
         this.#holdingShard = shard;
-        return { ...batch, shard };
+        return this.#inShard(batch, shard);
       }
     }
     if (failure !== undefined) throw failure.error;
-    return { items: [], fromRetry: false };
+    return new FetchedBatch({ items: [], fromRetry: false, consumerId }, {
+      ack: () => Promise.resolve(),
+      ackAndFetch: (_, next) => this.fetch({ consumerId, ...next }),
+    });
   }
 
-  /** Acknowledges a batch in the shard it came from (see `RedisQueue.ack`). */
-  ack(
-    consumerId: string,
-    batch: Batch,
-    deadLetters: readonly DeadLetter[] = [],
-    storedIds: readonly string[] = [],
-  ): Promise<boolean> {
-    return this.#shardOf(batch).ack(consumerId, batch, deadLetters, storedIds);
-  }
-
-  /** True when {@linkcode ackAndFetch} fetches: with one shard. */
+  /**
+   * True when {@linkcode FetchedBatch.ackAndFetch} fetches in the
+   * acknowledgement's script call: with one shard. With several, the next
+   * batch may be another shard's, so it takes a fetch of its own, which
+   * keeps every shard's turn.
+   */
   get fetchesWithAck(): boolean {
     return this.shards.length === 1;
   }
 
-  /**
-   * {@linkcode ack}, and with one shard the next batch in the same call
-   * (`RedisQueue.ackAndFetch`, for a consumer holding `held` items once
-   * acknowledged). With several, null once acknowledged: the
-   * next batch may be another shard's, so it takes a {@linkcode fetch} of its
-   * own, which keeps every shard's turn. `undefined` when fenced.
-   */
-  async ackAndFetch(
-    consumerId: string,
-    batch: Batch,
-    deadLetters: readonly DeadLetter[],
-    storedIds: readonly string[],
-    max: number,
-    held = 0,
-  ): Promise<Batch | undefined | null> {
-    if (this.shards.length > 1) {
-      return await this.ack(consumerId, batch, deadLetters, storedIds) ? null : undefined;
-    }
-    const next = await this.#shardOf(batch).ackAndFetch(
-      consumerId,
-      batch,
-      deadLetters,
-      storedIds,
-      max,
-      held,
-    );
-    return next && { ...next, shard: 0 };
+  /** `batch`, taken from shard `shard`, acknowledged there. */
+  #inShard(batch: FetchedBatch, shard: number): FetchedBatch {
+    const { items, fromRetry, suspectWaiting, consumerId } = batch;
+    return new FetchedBatch({ items, fromRetry, suspectWaiting, consumerId, shard }, {
+      ack: (outcome) => batch.ack(outcome),
+      ackAndFetch: async (outcome, next) => {
+        if (this.fetchesWithAck) return this.#inShard(await batch.ackAndFetch(outcome, next), 0);
+        await batch.ack(outcome);
+        return this.fetch({ consumerId, ...next });
+      },
+    });
   }
 
   /**
@@ -248,15 +232,5 @@ export class ShardedQueue {
       dead: sum((d) => d.dead),
       processing: sum((d) => d.processing),
     };
-  }
-
-  #shardOf(batch: Batch): RedisQueue {
-    const shard = this.shards[batch.shard ?? 0];
-    if (shard === undefined) {
-      throw new RangeError(
-        `Cannot acknowledge a batch of shard ${batch.shard}: the queue has ${this.shards.length}`,
-      );
-    }
-    return shard;
   }
 }

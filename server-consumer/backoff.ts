@@ -13,13 +13,14 @@ export interface BackoffOptions {
   readonly baseMs?: number;
   /** Largest delay. @default 5000 */
   readonly maxMs?: number;
+  /** Uniform in [0, 1): the jitter's source. @default Math.random */
+  readonly random?: () => number;
 }
 
 /** The delay before retry number `attempt` (0-based): uniform in [0, min(max, base·2^attempt)]. */
 export function backoffDelay(
   attempt: number,
-  { baseMs = 50, maxMs = 5_000 }: BackoffOptions = {},
-  random: () => number = Math.random,
+  { baseMs = 50, maxMs = 5_000, random = Math.random }: BackoffOptions = {},
 ): number {
   const ceiling = Math.min(maxMs, baseMs * 2 ** Math.min(attempt, 30));
   return Math.round(random() * ceiling);

@@ -3,14 +3,17 @@ import { backoffDelay, Outage, type OutageEvent } from "./backoff.ts";
 
 Deno.test("backoffDelay() doubles its ceiling per attempt up to the cap", () => {
   const top = () => 1;
-  assert.deepEqual([0, 1, 2, 3].map((n) => backoffDelay(n, { baseMs: 100, maxMs: 500 }, top)), [
-    100,
-    200,
-    400,
-    500,
-  ]);
-  assert.equal(backoffDelay(1_000, { baseMs: 100, maxMs: 500 }, top), 500);
-  assert.equal(backoffDelay(3, { baseMs: 100 }, () => 0), 0);
+  assert.deepEqual(
+    [0, 1, 2, 3].map((n) => backoffDelay(n, { baseMs: 100, maxMs: 500, random: top })),
+    [
+      100,
+      200,
+      400,
+      500,
+    ],
+  );
+  assert.equal(backoffDelay(1_000, { baseMs: 100, maxMs: 500, random: top }), 500);
+  assert.equal(backoffDelay(3, { baseMs: 100, random: () => 0 }), 0);
 });
 
 Deno.test("Outage reports once when failures start and once when they end", () => {

@@ -52,15 +52,18 @@ export async function writeUsers(
 ): Promise<Rejected[]> {
   const rejected: Rejected[] = [];
   const indexes = users.map((_, i) => i);
-  await writeSlice(store, users, indexes, rejected);
+  await writeSlice(store, { users, indexes, rejected });
   return rejected.sort((a, b) => a.index - b.index);
 }
 
+/** Writes the users at `indexes`, halving on a data error; the rows refused alone go to `rejected`. */
 async function writeSlice(
   store: UserStore,
-  users: readonly UserEnvelope[],
-  indexes: readonly number[],
-  rejected: Rejected[],
+  { users, indexes, rejected }: {
+    users: readonly UserEnvelope[];
+    indexes: readonly number[];
+    rejected: Rejected[];
+  },
 ): Promise<void> {
   const slice = indexes.map((i) => users[i]!);
   let inserted: number;
@@ -77,8 +80,8 @@ async function writeSlice(
       return;
     }
     const middle = Math.ceil(indexes.length / 2);
-    await writeSlice(store, users, indexes.slice(0, middle), rejected);
-    await writeSlice(store, users, indexes.slice(middle), rejected);
+    await writeSlice(store, { users, indexes: indexes.slice(0, middle), rejected });
+    await writeSlice(store, { users, indexes: indexes.slice(middle), rejected });
     return;
   }
   if (inserted === slice.length) return;

@@ -154,7 +154,10 @@ Deno.test("createApp() answers 503 with Retry-After when the queue is full", asy
 Deno.test("createApp() answers 503, not 202, to a push fewer replicas than asked confirmed", async () => {
   const failures: unknown[] = [];
   const app = createApp({
-    accept: () => Promise.reject(new WriteUnconfirmedError("push", 1, 0, 200, 1)),
+    accept: () =>
+      Promise.reject(
+        new WriteUnconfirmedError("push", { wanted: 1, confirmed: 0, timeoutMs: 200, pushed: 1 }),
+      ),
     ...NO_USERS,
     onUnavailable: (error) => failures.push(error),
   });
@@ -551,7 +554,12 @@ Deno.test("createApp() refuses an Idempotency-Key with 400 where it cannot keep 
 });
 
 Deno.test("createApp() names, in an unconfirmed 503 for a key seen before, the id that key is queued under", async () => {
-  const error = new WriteUnconfirmedError("push", 1, 0, 200, 0);
+  const error = new WriteUnconfirmedError("push", {
+    wanted: 1,
+    confirmed: 0,
+    timeoutMs: 200,
+    pushed: 0,
+  });
   error.queuedAs = "0190b6e4-9e43-7c2e-a4f4-3f6c0d2e8b11";
   const app = createApp({
     accept: () => Promise.reject(new Error("a keyed request must not take the unkeyed path")),

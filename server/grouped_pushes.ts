@@ -52,7 +52,11 @@ import { QueueFullError, type UserEnvelope, WriteUnconfirmedError } from "@users
 
 /** What the grouping needs from the queue; `RedisQueue` provides it. */
 export interface FittingQueue {
-  enqueueFitting(maxLength: number, users: readonly UserEnvelope[], since: number): Promise<number>;
+  enqueueFitting(
+    maxLength: number,
+    users: readonly UserEnvelope[],
+    options: { since: number },
+  ): Promise<number>;
 }
 
 /** Options of {@linkcode GroupedPushes}. */
@@ -158,7 +162,7 @@ export class GroupedPushes {
       pushed = await this.#queue.enqueueFitting(
         this.#maxLength,
         group.map((waiting) => waiting.user),
-        group[0]!.since,
+        { since: group[0]!.since },
       );
     } catch (error) {
       // Unconfirmed: those pushed get that error, the rest did not fit.

@@ -15,7 +15,7 @@ function fakeQueue(room: number) {
   const calls: { names: string[]; since: number }[] = [];
   return {
     calls,
-    enqueueFitting(_max: number, users: readonly UserEnvelope[], since: number) {
+    enqueueFitting(_max: number, users: readonly UserEnvelope[], { since }: { since: number }) {
       calls.push({ names: users.map((u) => u.name), since });
       const pushed = Math.max(0, Math.min(room, users.length));
       room -= pushed;
@@ -114,7 +114,12 @@ Deno.test("GroupedPushes groups the pushes of one real event-loop turn", async (
 
 Deno.test("GroupedPushes rejects the pushed users of an unconfirmed call as such, the rest as full", async () => {
   const turns = manualTurns();
-  const unconfirmed = new WriteUnconfirmedError("push", 1, 0, 200, 2);
+  const unconfirmed = new WriteUnconfirmedError("push", {
+    wanted: 1,
+    confirmed: 0,
+    timeoutMs: 200,
+    pushed: 2,
+  });
   const queue = { enqueueFitting: () => Promise.reject(unconfirmed) };
   const pushes = new GroupedPushes(queue, 2, { schedule: turns.schedule });
   const waiting = [1, 2, 3].map((n) => pushes.enqueue(user(n)).then(() => "ok", (e) => e));
@@ -129,9 +134,9 @@ Deno.test("ShardedPushes groups per shard: one call per shard per turn, each wit
   const shards = [fakeQueue(100), fakeQueue(100), fakeQueue(100)];
   const bounds: number[] = [];
   const recording = shards.map((queue) => ({
-    enqueueFitting(max: number, users: readonly UserEnvelope[], since: number) {
+    enqueueFitting(max: number, users: readonly UserEnvelope[], options: { since: number }) {
       bounds.push(max);
-      return queue.enqueueFitting(max, users, since);
+      return queue.enqueueFitting(max, users, options);
     },
   }));
   // Each shard schedules its own flush; the test runs them all as the end of one turn.

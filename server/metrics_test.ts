@@ -132,7 +132,12 @@ Deno.test("rejectionOf() tells a full queue from an unavailable one and calls an
   const full = new ApiError("queue_full", "full", { cause: new QueueFullError(1) });
   assert.equal(rejectionOf(503, full), "full");
   assert.equal(rejectionOf(503, new ApiError("queue_unavailable", "down")), "unavailable");
-  const unconfirmed = new WriteUnconfirmedError("push", 1, 0, 200, 1);
+  const unconfirmed = new WriteUnconfirmedError("push", {
+    wanted: 1,
+    confirmed: 0,
+    timeoutMs: 200,
+    pushed: 1,
+  });
   assert.equal(
     rejectionOf(503, new ApiError("unconfirmed", "unconfirmed", { cause: unconfirmed })),
     "unconfirmed",

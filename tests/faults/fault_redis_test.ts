@@ -204,8 +204,8 @@ scenario(
     await queue.enqueue(1_000, ...users);
     const id = uuidv7();
     await queue.register(id, 60_000);
-    const lost = await queue.fetch(id, 4); // its reply never reached the consumer
-    const retried = await queue.fetch(id, 4);
+    const lost = await queue.fetch({ consumerId: id, max: 4 }); // its reply never reached the consumer
+    const retried = await queue.fetch({ consumerId: id, max: 4 });
     assert.ok(lost && retried);
     // The consumer stores what the retried fetch returned, then acknowledges it.
     const handled = new Set(retried.items);
@@ -215,8 +215,8 @@ scenario(
       kind: "invalid_item",
       dead_at: new Date().toISOString(),
     } as const;
-    assert.equal(await queue.ack(id, retried, [poison]), true);
-    assert.equal(await queue.ack(id, retried, [poison]), true, "the ack, sent again");
+    await retried.ack({ deadLetters: [poison] });
+    await retried.ack({ deadLetters: [poison] }); // the ack, sent again
     const remaining = [
       ...(await redis.lrange(stage.keys.queue, 0, -1)),
       ...(await redis.lrange(stage.keys.processingPrefix + id, 0, -1)),

@@ -42,7 +42,7 @@ Deno.test("a take gives the course's {name} items a UUIDv7 and leaves every othe
     const before = Date.now();
 
     await queue.register("taker", 60_000);
-    const batch = await queue.fetch("taker", 100);
+    const batch = await queue.fetch({ consumerId: "taker", max: 100 });
     assert.ok(batch !== undefined);
     assert.equal(batch.items.length, course.length + untouched.length);
     assert.deepEqual(
@@ -87,26 +87,26 @@ Deno.test("a course item keeps the id of its first take through recovery and a r
   try {
     await redis.lpush(keys.queue, '{"name":"Ada"}', '{"name":"Ada"}');
     await queue.register("crashed", 60_000);
-    const first = await queue.fetch("crashed", 1);
+    const first = await queue.fetch({ consumerId: "crashed", max: 1 });
     const [taken] = first?.items ?? [];
     assert.ok(taken !== undefined);
     const id = decodeEnvelope(taken).id;
 
     // A fetch whose reply was lost is repeated (the consumer says it holds nothing): the same item.
-    const repeated = await queue.fetch("crashed", 1);
+    const repeated = await queue.fetch({ consumerId: "crashed", max: 1 });
     assert.deepEqual(repeated?.items, [taken]);
 
     // The consumer dies holding it: recovered into the retry list as it was, taken by another.
     await redis.del(keys.heartbeatPrefix + "crashed");
     assert.deepEqual(await queue.recover(3), { recovered: 1, buried: 0, consumers: 1 });
     await queue.register("heir", 60_000);
-    const again = await queue.fetch("heir", 10);
-    assert.deepEqual(again, { items: [taken], fromRetry: true });
+    const again = await queue.fetch({ consumerId: "heir", max: 10 });
+    assert.deepEqual([again.items, again.fromRetry], [[taken], true]);
     assert.equal(decodeEnvelope(again.items[0]!).id, id);
 
     // The second `{"name":"Ada"}` is another user: another id.
     await queue.register("third", 60_000);
-    const other = await queue.fetch("third", 10);
+    const other = await queue.fetch({ consumerId: "third", max: 10 });
     assert.equal(other?.items.length, 1);
     assert.notEqual(decodeEnvelope(other.items[0]!).id, id);
   } finally {

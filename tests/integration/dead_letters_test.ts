@@ -45,19 +45,17 @@ async function bury(
   for (let first = 0; first < all.length; first += 1_000) {
     const chunk = all.slice(first, first + 1_000);
     await queue.enqueue(100_000_000, ...chunk);
-    const batch = await queue.fetch("burier", chunk.length);
+    const batch = await queue.fetch({ consumerId: "burier", max: chunk.length });
     assert.ok(batch && batch.items.length === chunk.length);
-    await queue.ack(
-      "burier",
-      batch,
-      chunk.map((user, i) => ({
+    await batch.ack({
+      deadLetters: chunk.map((user, i) => ({
         payload: encodeEnvelope(user),
         reason: `test ${kindOf(first + i)} ${first + i}`,
         kind: kindOf(first + i),
         id: user.id,
         dead_at: new Date().toISOString(),
       })),
-    );
+    });
   }
   await queue.handBack("burier");
 }
@@ -209,10 +207,10 @@ Deno.test("DeadLetters against a real Redis", async (t) => {
         const queued = users(5, "waiting").map((u, i) => ({ ...u, enqueued_at: 1_000 + i }));
         await queue.enqueue(100, ...queued);
         await queue.register("alive", 60_000);
-        const batch = await queue.fetch("alive", 2);
+        const batch = await queue.fetch({ consumerId: "alive", max: 2 });
         assert.ok(batch);
-        await queue.ack("alive", batch, [], batch.items.map((item) => JSON.parse(item).id));
-        await queue.fetch("alive", 1);
+        await batch.ack({ storedIds: batch.items.map((item) => JSON.parse(item).id) });
+        await queue.fetch({ consumerId: "alive", max: 1 });
         const overview = await readOverview(redis, keys, 11_000);
         assert.deepEqual(overview.depth, { queued: 2, retry: 0, processing: 1, dead: 2 });
         assert.equal(overview.oldest_queued_age_ms, 11_000 - 1_003);

@@ -5,8 +5,15 @@
 
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import { queueKeys, RedisQueue } from "@users-pipeline/queue";
+import { type Batch, FencedError, queueKeys, RedisQueue } from "@users-pipeline/queue";
 import { startRedis } from "@users-pipeline/harness/services";
+
+/** A batch's data, without its methods, to compare with `deepEqual`. */
+const fields = ({ items, fromRetry, suspectWaiting }: Batch & { suspectWaiting: boolean }) => ({
+  items,
+  fromRetry,
+  suspectWaiting,
+});
 
 /** The field of an item in the crash counts (Redis' `sha1hex`). */
 async function sha1(text: string): Promise<string> {
@@ -28,13 +35,13 @@ Deno.test("RedisQueue.handBack() clears the crash counts of the items it returns
     await queue.enqueue(10, ...users);
     // A consumer takes both and crashes: its heartbeat is gone.
     await queue.register("crashed", 60_000);
-    await queue.fetch("crashed", 10);
+    await queue.fetch({ consumerId: "crashed", max: 10 });
     await redis.del(keys.heartbeatPrefix + "crashed");
     assert.deepEqual(await queue.recover(3), { recovered: 2, buried: 0, consumers: 1 });
     assert.equal(await redis.hlen(keys.deliveries), 2, "one crash counted against each");
     // Another takes one recovered item and stops gracefully before storing it.
     await queue.register("stopping", 60_000);
-    const batch = await queue.fetch("stopping", 10);
+    const batch = await queue.fetch({ consumerId: "stopping", max: 10 });
     assert.ok(batch?.fromRetry);
     const [taken = ""] = batch.items;
     assert.equal(await queue.handBack("stopping"), 1);
@@ -77,7 +84,7 @@ Deno.test("RedisQueue.enqueueFitting() pushes the first users that fit, and noth
     assert.equal(await redis.llen(keys.queue), 2);
     // A group whose earliest request asked more than enqueueWithinMs ago does nothing.
     await redis.del(keys.queue, keys.queuedIds);
-    await assert.rejects(queue.enqueueFitting(10, users, Date.now() - 600), /too late/);
+    await assert.rejects(queue.enqueueFitting(10, users, { since: Date.now() - 600 }), /too late/);
     assert.equal(await redis.llen(keys.queue), 0);
     assert.equal(await redis.scard(keys.queuedIds), 0);
   } finally {
@@ -100,27 +107,34 @@ Deno.test("RedisQueue.fetch() with a batch held: a new batch, the same one again
     await queue.register("c", 60_000);
     const names = (batch: { readonly items: readonly string[] } | undefined) =>
       batch?.items.map((item) => JSON.parse(item).name);
-    const first = await queue.fetch("c", 2, 0);
+    const first = await queue.fetch({ consumerId: "c", max: 2, held: 0 });
     assert.deepEqual(names(first), ["user 0", "user 1"]);
-    const second = await queue.fetch("c", 2, 2);
+    const second = await queue.fetch({ consumerId: "c", max: 2, held: 2 });
     assert.deepEqual(names(second), ["user 2", "user 3"], "the next batch, beside the first");
     // The second fetch's reply was lost: repeating it returns the same items.
-    assert.deepEqual(names(await queue.fetch("c", 2, 2)), ["user 2", "user 3"]);
+    assert.deepEqual(names(await queue.fetch({ consumerId: "c", max: 2, held: 2 })), [
+      "user 2",
+      "user 3",
+    ]);
     // Acknowledging the first trims exactly the first, from the oldest end.
-    assert.ok(await queue.ack("c", first!, [], users.slice(0, 2).map((u) => u.id)));
+    await first.ack({ storedIds: users.slice(0, 2).map((u) => u.id) });
     assert.deepEqual(
       (await redis.lrange(keys.processingPrefix + "c", 0, -1)).map((i) => JSON.parse(i).name),
       ["user 3", "user 2"],
     );
     // A recovered item waits: a fetch holding a batch gets nothing, one holding nothing gets it.
     await redis.lpush(keys.retry, "suspect");
-    assert.deepEqual(await queue.fetch("c", 2, 2), {
+    assert.deepEqual(fields(await queue.fetch({ consumerId: "c", max: 2, held: 2 })), {
       items: [],
       fromRetry: false,
       suspectWaiting: true,
     });
-    assert.ok(await queue.ack("c", second!, [], users.slice(2, 4).map((u) => u.id)));
-    assert.deepEqual(await queue.fetch("c", 2, 0), { items: ["suspect"], fromRetry: true });
+    await second.ack({ storedIds: users.slice(2, 4).map((u) => u.id) });
+    assert.deepEqual(fields(await queue.fetch({ consumerId: "c", max: 2, held: 0 })), {
+      items: ["suspect"],
+      fromRetry: true,
+      suspectWaiting: false,
+    });
     assert.equal(await redis.llen(keys.queue), 2, "users 4 and 5 still queued");
   } finally {
     redis.disconnect();
@@ -140,19 +154,19 @@ Deno.test("RedisQueue.ack() repeated after a lost reply trims nothing, even with
     }));
     await queue.enqueue(100, ...users);
     await queue.register("c", 60_000);
-    const first = await queue.fetch("c", 2, 0);
+    const first = await queue.fetch({ consumerId: "c", max: 2, held: 0 });
     // The next batch, fetched while the first was stored.
-    await queue.fetch("c", 2, 2);
+    await queue.fetch({ consumerId: "c", max: 2, held: 2 });
     const letter = {
-      payload: first!.items[1]!,
+      payload: first.items[1]!,
       reason: "test",
       kind: "invalid_item" as const,
       dead_at: new Date(0).toISOString(),
     };
-    assert.ok(await queue.ack("c", first!, [letter], [users[0]!.id]));
+    await first.ack({ deadLetters: [letter], storedIds: [users[0]!.id] });
     // Its reply was lost and the consumer sends it again: the list now holds
     // only the next batch, whose oldest items the repeat must not trim.
-    assert.ok(await queue.ack("c", first!, [letter], [users[0]!.id]));
+    await first.ack({ deadLetters: [letter], storedIds: [users[0]!.id] });
     assert.deepEqual(
       (await redis.lrange(keys.processingPrefix + "c", 0, -1)).map((i) => JSON.parse(i).name),
       ["user 3", "user 2"],
@@ -164,7 +178,7 @@ Deno.test("RedisQueue.ack() repeated after a lost reply trims nothing, even with
   }
 });
 
-Deno.test("RedisQueue.ackAndFetch() acknowledges and takes the next batch in one call; a repeat returns the same batch", async () => {
+Deno.test("FetchedBatch.ackAndFetch() of RedisQueue acknowledges and takes the next batch in one call; a repeat returns the same batch", async () => {
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
@@ -180,8 +194,9 @@ Deno.test("RedisQueue.ackAndFetch() acknowledges and takes the next batch in one
     await queue.register("c", 60_000);
     const names = (batch: { readonly items: readonly string[] } | undefined | null) =>
       batch?.items.map((item) => JSON.parse(item).name);
-    const first = await queue.fetch("c", 2, 0);
-    const second = await queue.ackAndFetch("c", first!, [], users.slice(0, 2).map((u) => u.id), 2);
+    const first = await queue.fetch({ consumerId: "c", max: 2, held: 0 });
+    const stored = { storedIds: users.slice(0, 2).map((u) => u.id) };
+    const second = await first.ackAndFetch(stored, { max: 2 });
     assert.deepEqual(names(second), ["user 2", "user 3"]);
     assert.deepEqual(
       (await redis.lrange(keys.processingPrefix + "c", 0, -1)).map((i) => JSON.parse(i).name),
@@ -189,40 +204,39 @@ Deno.test("RedisQueue.ackAndFetch() acknowledges and takes the next batch in one
       "the first batch acknowledged, the second held",
     );
     // The reply was lost: the repeat acknowledges nothing more and returns the same batch.
-    const again = await queue.ackAndFetch("c", first!, [], users.slice(0, 2).map((u) => u.id), 2);
+    const again = await first.ackAndFetch(stored, { max: 2 });
     assert.deepEqual(names(again), ["user 2", "user 3"]);
     assert.equal(await redis.hget(keys.stats, "stored"), "2");
     // Pipelined: the second is acknowledged while the third (user 4, fetched
     // during its insert) is held, and the fetch takes the one after it.
     await queue.enqueue(100, ...extra);
-    const third = await queue.fetch("c", 2, 2);
+    const third = await queue.fetch({ consumerId: "c", max: 2, held: 2 });
     assert.deepEqual(names(third), ["user 4", "user 5"]);
-    const fourth = await queue.ackAndFetch("c", second!, [], [], 2, 2);
+    const fourth = await second.ackAndFetch({}, { max: 2, held: 2 });
     assert.deepEqual(names(fourth), ["user 6"]);
     assert.deepEqual(
       (await redis.lrange(keys.processingPrefix + "c", 0, -1)).map((i) => JSON.parse(i).name),
       ["user 6", "user 5", "user 4"],
     );
     // Its reply was lost: the repeat acknowledges nothing more and returns the same batch.
-    assert.deepEqual(names(await queue.ackAndFetch("c", second!, [], [], 2, 2)), ["user 6"]);
+    assert.deepEqual(names(await second.ackAndFetch({}, { max: 2, held: 2 })), ["user 6"]);
     // A recovered item waits: a consumer still holding a batch gets nothing...
     await redis.lpush(keys.retry, "suspect");
-    assert.deepEqual(await queue.ackAndFetch("c", third!, [], [], 2, 1), {
+    assert.deepEqual(fields(await third.ackAndFetch({}, { max: 2, held: 1 })), {
       items: [],
       fromRetry: false,
       suspectWaiting: true,
     });
     // ...and one holding nothing once acknowledged takes it, alone.
-    assert.deepEqual(
-      await queue.ackAndFetch("c", fourth!, [], [], 2),
-      { items: ["suspect"], fromRetry: true },
-    );
+    const suspect = await fourth.ackAndFetch({}, { max: 2 });
+    assert.deepEqual(fields(suspect), {
+      items: ["suspect"],
+      fromRetry: true,
+      suspectWaiting: false,
+    });
     // Fenced: nothing acknowledged, nothing taken.
     await redis.srem(keys.consumers, "c");
-    assert.equal(
-      await queue.ackAndFetch("c", { items: ["suspect"], fromRetry: true }, [], [], 2),
-      undefined,
-    );
+    await assert.rejects(suspect.ackAndFetch({}, { max: 2 }), FencedError);
     assert.deepEqual(await redis.lrange(keys.processingPrefix + "c", 0, -1), ["suspect"]);
     assert.equal(await redis.llen(keys.queue), 0);
   } finally {

@@ -12,6 +12,8 @@ import { Redis } from "ioredis";
 import { rotatingWait } from "@users-pipeline/consumer/blocking_wait";
 import {
   DeadLetters,
+  FencedError,
+  type FetchedBatch,
   queueShards,
   readOverview,
   readQueueStats,
@@ -24,6 +26,14 @@ import { ShardedPushes } from "@users-pipeline/server/grouped_pushes";
 import { Consumer } from "@users-pipeline/consumer/consumer";
 import { startRedis } from "@users-pipeline/harness/services";
 import { waitFor } from "@users-pipeline/harness/wait";
+
+/** A batch's data, without its methods, to compare with `deepEqual`. */
+const fields = ({ items, fromRetry, shard, suspectWaiting }: FetchedBatch) => ({
+  items,
+  fromRetry,
+  shard,
+  suspectWaiting,
+});
 
 let counter = 0;
 /** Users with random (v4) ids, which spread over the shards as the API's do. */
@@ -56,14 +66,13 @@ Deno.test("ShardedQueue: each user in its id's shard, a consumer serving every s
     const seen: number[] = [];
     const stored = new Set<string>();
     for (;;) {
-      const batch = await queue.fetch("c1", 4);
-      assert.ok(batch !== undefined);
+      const batch = await queue.fetch({ consumerId: "c1", max: 4 });
       if (batch.items.length === 0) break;
       seen.push(batch.shard ?? 0);
       const ids = batch.items.map((item) => JSON.parse(item).id as string);
       for (const id of ids) assert.equal(queue.shardIndexOf(id), batch.shard, "from its shard");
       ids.forEach((id) => stored.add(id));
-      assert.equal(await queue.ack("c1", batch, [], ids), true);
+      await batch.ack({ storedIds: ids });
     }
     assert.equal(stored.size, 30);
     // Every fetch starts one shard further: the first three batches come from three shards.
@@ -88,10 +97,10 @@ Deno.test("ShardedQueue: no shard starves a consumer that finds work in another"
     await queue.register("c1", 60_000);
     const perShard = [0, 0, 0, 0];
     for (let i = 0; i < 40; i++) {
-      const batch = await queue.fetch("c1", 1);
-      assert.ok(batch !== undefined && batch.items.length === 1);
+      const batch = await queue.fetch({ consumerId: "c1", max: 1 });
+      assert.ok(batch.items.length === 1);
       perShard[batch.shard ?? 0]!++;
-      await queue.ack("c1", batch);
+      await batch.ack();
     }
     assert.deepEqual(perShard, [10, 10, 10, 10]);
   } finally {
@@ -108,7 +117,7 @@ Deno.test("ShardedQueue: a dead consumer's items come back in every shard; fenci
     await queue.register("dead", 60_000);
     await queue.register("alive", 60_000);
     const held = [];
-    for (let i = 0; i < 3; i++) held.push(await queue.fetch("dead", 2));
+    for (let i = 0; i < 3; i++) held.push(await queue.fetch({ consumerId: "dead", max: 2 }));
     assert.deepEqual(new Set(held.map((b) => b?.shard)), new Set([0, 1, 2]));
     // It dies: its heartbeats expire in every shard.
     for (const keys of queue.keys) await redis.del(keys.heartbeatPrefix + "dead");
@@ -119,15 +128,20 @@ Deno.test("ShardedQueue: a dead consumer's items come back in every shard; fenci
     assert.equal(overview.depth.retry, 6);
     assert.deepEqual(overview.consumers.map((c) => c.id), ["alive"]);
     // The live consumer is not touched; its fetches take the recovered items one at a time first.
-    const first = await queue.fetch("alive", 10);
-    assert.ok(first?.fromRetry);
-    await queue.ack("alive", first);
+    const first = await queue.fetch({ consumerId: "alive", max: 10 });
+    assert.ok(first.fromRetry);
+    await first.ack();
     // The dead one is fenced everywhere it looks.
-    assert.equal(await queue.fetch("dead", 10), undefined);
+    await assert.rejects(queue.fetch({ consumerId: "dead", max: 10 }), FencedError);
     // Fenced in one shard only, a consumer's fetch says so once it reaches that shard.
     await redis.srem(queue.keys[2]!.consumers, "alive");
     let fenced = false;
-    for (let i = 0; i < 3 && !fenced; i++) fenced = (await queue.fetch("alive", 1)) === undefined;
+    for (let i = 0; i < 3 && !fenced; i++) {
+      fenced = await queue.fetch({ consumerId: "alive", max: 1 }).then(
+        () => false,
+        (error) => error instanceof FencedError,
+      );
+    }
     assert.ok(fenced);
   } finally {
     redis.disconnect();
@@ -142,7 +156,7 @@ Deno.test("ShardedQueue: a recovery leaves alone a consumer registered after it 
     const shard = new RedisQueue(redis, keys!);
     await shard.enqueue(10, ...users(2));
     await shard.register("late", 60_000);
-    await shard.fetch("late", 10);
+    await shard.fetch({ consumerId: "late", max: 10 });
     // Its heartbeat is gone but it was not among the members given to the script: untouched.
     await redis.del(keys!.heartbeatPrefix + "late");
     const script = await runScript(redis, RECOVER, {
@@ -180,8 +194,8 @@ Deno.test("DeadLetters over shards: counts add up, pages merge newest first, req
     await queue.register("c", 60_000);
     let minute = 10;
     for (;;) {
-      const batch = await queue.fetch("c", 100);
-      if (batch === undefined || batch.items.length === 0) break;
+      const batch = await queue.fetch({ consumerId: "c", max: 100 });
+      if (batch.items.length === 0) break;
       const letters = batch.items.map((payload) => {
         const { id } = JSON.parse(payload);
         return {
@@ -192,7 +206,7 @@ Deno.test("DeadLetters over shards: counts add up, pages merge newest first, req
           dead_at: `2026-01-01T00:${minute++}:00.000Z`,
         };
       });
-      await queue.ack("c", batch, letters, []);
+      await batch.ack({ deadLetters: letters });
     }
     const dead = new DeadLetters(redis, queue.keys);
     const page = await dead.list(0, 4);
@@ -210,7 +224,7 @@ Deno.test("DeadLetters over shards: counts add up, pages merge newest first, req
     assert.equal(await redis.llen(home.queue), 1);
     assert.equal(await queue.indexed(one!.id), "queued");
     assert.equal(await dead.purge({}), 8);
-    const stats = await readQueueStats(redis, queue, 61_000);
+    const stats = await readQueueStats(redis, queue, { now: 61_000 });
     assert.deepEqual(stats.depth, { queued: 1, retry: 0, processing: 0, dead: 0 });
     assert.equal(stats.oldestAgeSeconds.queued, 60);
   } finally {
@@ -304,7 +318,7 @@ Deno.test("RedisQueue with waitReplicas: confirmed by a replica, or unconfirmed 
 
     // A fetch waits for no replica, whatever the queue asks of pushes.
     await two.register("c", 60_000);
-    const batch = await two.fetch("c", 10);
+    const batch = await two.fetch({ consumerId: "c", max: 10 });
     assert.deepEqual(
       batch?.items.map((item) => JSON.parse(item).id),
       [confirmed!.id, unconfirmed!.id],
@@ -323,41 +337,42 @@ Deno.test("ShardedQueue: a batch fetched while one is held; a suspect in another
     const queue = new ShardedQueue(redis, queueShards("sq8", { shards: 3 }));
     await pushAll(queue, users(60));
     await queue.register("c", 60_000);
-    const first = await queue.fetch("c", 5, 0);
+    const first = await queue.fetch({ consumerId: "c", max: 5, held: 0 });
     assert.equal(first?.items.length, 5);
     // The early fetch, holding the first batch: the next shard's batch, beside it.
-    const second = await queue.fetch("c", 5, 5);
+    const second = await queue.fetch({ consumerId: "c", max: 5, held: 5 });
     assert.equal(second?.items.length, 5);
     assert.notEqual(second?.shard, first?.shard);
     const processing = (batch: typeof first) =>
       redis.llen(queue.keys[batch!.shard!]!.processingPrefix + "c");
     assert.equal(await processing(first), 5);
     assert.equal(await processing(second), 5);
-    assert.ok(await queue.ack("c", first!));
+    await first.ack();
     // A recovered item waits in the shard where the next fetch starts (one further each
     // time: a fetch that finds items earlier returns them, so within 3 fetches one starts
     // there), and that shard's main list has items too.
     const suspectShard = (second!.shard! + 1) % 3;
     await redis.lpush(queue.keys[suspectShard]!.retry, "suspect");
     // Holding the second batch, no shard hands over the suspect: nothing, and the next fetch starts there.
-    assert.deepEqual(await queue.fetch("c", 5, 5), {
+    assert.deepEqual(fields(await queue.fetch({ consumerId: "c", max: 5, held: 5 })), {
       items: [],
       fromRetry: false,
       shard: suspectShard,
       suspectWaiting: true,
     });
-    assert.ok(await queue.ack("c", second!));
-    assert.deepEqual(await queue.fetch("c", 5, 0), {
+    await second.ack();
+    assert.deepEqual(fields(await queue.fetch({ consumerId: "c", max: 5, held: 0 })), {
       items: ["suspect"],
       fromRetry: true,
       shard: suspectShard,
+      suspectWaiting: false,
     });
   } finally {
     redis.disconnect();
   }
 });
 
-Deno.test("ShardedQueue.ackAndFetch(): the next batch with one shard; with several, only the acknowledgement", async () => {
+Deno.test("ShardedQueue batches: the next batch in the acknowledgement's call with one shard; with several, only the acknowledgement, and a fetch of its own", async () => {
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
@@ -365,18 +380,28 @@ Deno.test("ShardedQueue.ackAndFetch(): the next batch with one shard; with sever
       const queue = new ShardedQueue(redis, queueShards(`af${shards}`, { shards }));
       await pushAll(queue, users(30));
       await queue.register("c1", 60_000);
-      const batch = await queue.fetch("c1", 4);
-      const ids = batch!.items.map((item) => JSON.parse(item).id as string);
-      const next = await queue.ackAndFetch("c1", batch!, [], ids, 4);
+      const batch = await queue.fetch({ consumerId: "c1", max: 4 });
+      const ids = batch.items.map((item) => JSON.parse(item).id as string);
       if (shards === 1) {
-        assert.equal(next?.items.length, 4);
-        assert.equal(next?.shard, 0);
+        assert.equal(queue.fetchesWithAck, true);
+        const next = await batch.ackAndFetch({ storedIds: ids }, { max: 4 });
+        assert.equal(next.items.length, 4);
+        assert.equal(next.shard, 0);
       } else {
-        // The next batch may be another shard's: the caller's fetch takes it in turn.
-        assert.equal(next, null);
+        // The next batch may be another shard's: the consumer acknowledges alone
+        // and its fetch takes the next batch in turn.
+        assert.equal(queue.fetchesWithAck, false);
+        await batch.ack({ storedIds: ids });
       }
       assert.equal((await queue.depth()).processing, shards === 1 ? 4 : 0);
       assert.equal((await readOverview(redis, queue.keys)).stored_total, 4);
+      if (shards > 1) {
+        // Asked for the next batch all the same, it fetches in turn: the next shard's.
+        const again = await queue.fetch({ consumerId: "c1", max: 4 });
+        const next = await again.ackAndFetch({}, { max: 4 });
+        assert.equal(next.items.length, 4);
+        assert.equal(next.shard, (again.shard! + 1) % shards);
+      }
     }
   } finally {
     redis.disconnect();

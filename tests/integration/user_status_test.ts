@@ -50,7 +50,7 @@ Deno.test("GET /users/<id>'s status goes queued → stored, queued → dead, and
     await queue.enqueue(100, crasher);
     for (const crashed of ["crashed-1", "crashed-2"]) {
       await queue.register(crashed, 60_000);
-      assert.equal((await queue.fetch(crashed, 10))?.items.length, 1);
+      assert.equal((await queue.fetch({ consumerId: crashed, max: 10 })).items.length, 1);
       await redis.del(keys.heartbeatPrefix + crashed);
       await queue.recover(2);
     }
@@ -60,7 +60,7 @@ Deno.test("GET /users/<id>'s status goes queued → stored, queued → dead, and
     const survivor = user("Survivor");
     await queue.enqueue(100, survivor);
     await queue.register("crashed-3", 60_000);
-    await queue.fetch("crashed-3", 10);
+    await queue.fetch({ consumerId: "crashed-3", max: 10 });
     assert.deepEqual(await status(survivor.id), { status: "queued", id: survivor.id });
     await redis.del(keys.heartbeatPrefix + "crashed-3");
     assert.deepEqual(await queue.recover(2), { recovered: 1, buried: 0, consumers: 1 });

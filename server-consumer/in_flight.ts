@@ -1,0 +1,89 @@
+/**
+ * The batches a consumer holds, in the order it took them, which is the
+ * order their acknowledgements trim its processing list in: at most the one
+ * whose acknowledgement is in flight, the one in hand (being stored), and the
+ * one taken ahead (fetched, and maybe being stored, during the insert of the
+ * one in hand).
+ *
+ * @module
+ */
+
+import type { FetchedBatch } from "@users-pipeline/queue";
+import type { Acked } from "./acknowledger.ts";
+import type { StoredBatch } from "./store_step.ts";
+
+/** Where a batch in flight is. */
+export type Stage = "acking" | "in_hand" | "ahead";
+
+/** One batch in flight. */
+export interface InFlightBatch {
+  readonly batch: FetchedBatch;
+  stage: Stage;
+  /** Its store, once started (a batch taken ahead is stored as soon as it arrives). */
+  stored: Promise<StoredBatch<FetchedBatch>> | null;
+  /** Its acknowledgement, once sent; it resolves to the batch it fetched. */
+  acked: Promise<Acked> | null;
+}
+
+/** The consumer's batches in flight, oldest first. */
+export class InFlight {
+  #batches: InFlightBatch[] = [];
+
+  /** How many items the batches in flight hold. */
+  get items(): number {
+    return this.#batches.reduce((sum, { batch }) => sum + batch.items.length, 0);
+  }
+
+  /** The batch taken ahead, waiting to be stored next; undefined when there is none. */
+  get ahead(): InFlightBatch | undefined {
+    return this.#find("ahead");
+  }
+
+  /** The acknowledgement in flight (it resolves to the batch it fetched); undefined when none. */
+  get acking(): Promise<Acked> | undefined {
+    return this.#find("acking")?.acked ?? undefined;
+  }
+
+  /** Adds `batch` as taken ahead, with its store if started. */
+  putAhead(batch: FetchedBatch, stored: InFlightBatch["stored"] = null): void {
+    this.#batches.push({ batch, stage: "ahead", stored, acked: null });
+  }
+
+  /** The batch to store next: the one taken ahead if any, else `fetched`, now in hand. */
+  takeInHand(fetched?: FetchedBatch): InFlightBatch | undefined {
+    const ahead = this.ahead;
+    if (ahead !== undefined) {
+      ahead.stage = "in_hand";
+      return ahead;
+    }
+    if (fetched === undefined) return undefined;
+    const entry: InFlightBatch = { batch: fetched, stage: "in_hand", stored: null, acked: null };
+    this.#batches.push(entry);
+    return entry;
+  }
+
+  /** `entry` is being acknowledged by `acked`, which runs while the next one is stored. */
+  acknowledging(entry: InFlightBatch, acked: Promise<Acked>): void {
+    entry.stage = "acking";
+    entry.acked = acked;
+  }
+
+  /** The acknowledgement in flight has settled: its batch is no longer held. */
+  ackSettled(): void {
+    this.#batches = this.#batches.filter(({ stage }) => stage !== "acking");
+  }
+
+  /** `entry` was acknowledged (or dropped): it is no longer held. */
+  release(entry: InFlightBatch): void {
+    this.#batches = this.#batches.filter((held) => held !== entry);
+  }
+
+  /** Drops every batch: fenced, the consumer holds nothing any more (recovery has it). */
+  clear(): void {
+    this.#batches = [];
+  }
+
+  #find(stage: Stage): InFlightBatch | undefined {
+    return this.#batches.find((entry) => entry.stage === stage);
+  }
+}
