@@ -100,20 +100,15 @@ export function abortable<T>(work: Promise<T>, signal: AbortSignal): Promise<T> 
     work.catch(() => {});
     return Promise.reject(signal.reason);
   }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
+  let onAbort = () => {};
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
     signal.addEventListener("abort", onAbort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(value);
-      },
-      (error) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(error);
-      },
-    );
   });
+  // A race, `work` first: when `work` has settled by the time the signal aborts (in the same
+  // turn, before anyone saw it), its outcome wins, as a reply waiting in the socket wins over an
+  // expired deadline. A consumer stopped in the turn its fetch came back keeps what it fetched.
+  return Promise.race([work, aborted]).finally(() => signal.removeEventListener("abort", onAbort));
 }
 
 /** Options of {@linkcode withDeadline} and {@linkcode SharedDeadline}. */

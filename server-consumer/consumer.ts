@@ -71,7 +71,7 @@
 
 import type { FetchedBatch, FetchOptions } from "@users-pipeline/queue";
 import { Acknowledger } from "./acknowledger.ts";
-import { type Clock, systemClock } from "./clock.ts";
+import { type Clock, systemClock } from "@users-pipeline/runtime/clock";
 import type { ConsumerEvent, ConsumerMeasurement, ConsumerStats, Step } from "./consumer_events.ts";
 import { Fetcher } from "./fetcher.ts";
 import { InFlight } from "./in_flight.ts";

@@ -9,7 +9,7 @@
 
 import type { ConsumerQueue } from "./consumer.ts";
 import type { ConsumerEvent, ConsumerStats } from "./consumer_events.ts";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "@users-pipeline/runtime/clock";
 import type { Retrier } from "./retrier.ts";
 
 /** Options of {@linkcode Membership}. */

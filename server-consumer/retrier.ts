@@ -12,10 +12,10 @@
  * @module
  */
 
-import { DeadlineError } from "@users-pipeline/runtime/deadline";
+import { abortable, withDeadline } from "@users-pipeline/runtime/deadline";
 import { FencedError } from "@users-pipeline/queue";
 import { backoffDelay, type Dependency, Outage } from "./backoff.ts";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "@users-pipeline/runtime/clock";
 import type { ConsumerEvent, ConsumerMeasurement } from "./consumer_events.ts";
 
 /** Raised when a call is given up because the consumer is stopping. */
@@ -26,23 +26,6 @@ export class Abandoned extends Error {
   constructor(deadline: boolean) {
     super(deadline ? "the shutdown deadline passed" : "the consumer is stopping");
     this.deadline = deadline;
-  }
-}
-
-/** `work`, unless `signal` aborts first: then {@linkcode Abandoned} (`deadline` as given). */
-async function unlessAborted<T>(
-  work: Promise<T>,
-  { signal, deadline }: { signal: AbortSignal; deadline: boolean },
-): Promise<T> {
-  let onAbort = () => {};
-  const abandoned = new Promise<never>((_, reject) => {
-    onAbort = () => reject(new Abandoned(deadline));
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([work, abandoned]);
-  } finally {
-    signal.removeEventListener("abort", onAbort);
   }
 }
 
@@ -91,12 +74,12 @@ export class Retrier {
 
   /** Gives up calls made while idle, now and from now on. */
   stop(): void {
-    this.#stopped.abort();
+    this.#stopped.abort(new Abandoned(false));
   }
 
   /** Gives up every call, now and from now on: the shutdown deadline passed. */
   passDeadline(): void {
-    this.#deadline.abort();
+    this.#deadline.abort(new Abandoned(true));
   }
 
   /**
@@ -115,7 +98,7 @@ export class Retrier {
     for (;;) {
       if (signal.aborted) throw new Abandoned(finishing);
       try {
-        const result = await unlessAborted(work(), { signal, deadline: finishing });
+        const result = await abortable(work(), signal);
         outage.succeeded();
         return result;
       } catch (error) {
@@ -136,18 +119,7 @@ export class Retrier {
    * passed on the consumer's clock: `runtime/deadline.ts`'s bound, on the
    * clock the tests step.
    */
-  async within<T>(work: Promise<T>, { ms, what }: { ms: number; what: string }): Promise<T> {
-    const settled = new AbortController();
-    const late = this.#o.clock.sleep(ms, settled.signal).then(() => {
-      if (!settled.signal.aborted) {
-        throw new DeadlineError(`Cannot ${what}: no answer within ${ms} ms`, ms);
-      }
-    });
-    try {
-      // `late` rejects or, once `work` settled, resolves to `work` itself.
-      return await Promise.race([work, late.then(() => work)]);
-    } finally {
-      settled.abort();
-    }
+  within<T>(work: Promise<T>, { ms, what }: { ms: number; what: string }): Promise<T> {
+    return withDeadline(work, ms, what, { clock: this.#o.clock });
   }
 }

@@ -17,7 +17,7 @@ import {
   PoisonMessageError,
   type UserEnvelope,
 } from "@users-pipeline/queue";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "@users-pipeline/runtime/clock";
 import type { Retrier } from "./retrier.ts";
 import { type UserStore, writeUsers } from "./user_writer.ts";
 

@@ -14,7 +14,7 @@ import {
   type FetchOptions,
   type NextFetch,
 } from "@users-pipeline/queue";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "@users-pipeline/runtime/clock";
 import type { ConsumerQueue } from "./consumer.ts";
 import type { UserStore } from "./user_writer.ts";
 
