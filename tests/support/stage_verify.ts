@@ -79,7 +79,7 @@ export interface VerifyOptions extends AnswerCheckOptions {
    * acknowledgement that clears a count (acknowledgements are not WAITed: a lost one only means
    * a redelivery, harmless under the same id), and a fetch of a recovered item whose WAIT failed
    * is sent again and returns the item as an ordinary one, whose acknowledgement leaves its count
-   * (FETCH in `queue/scripts.ts`). A count left behind is a few bytes, and only matters if that
+   * (`queue/lua/fetch.lua`). A count left behind is a few bytes, and only matters if that
    * item crashes consumers again. @default false
    */
   crashCountsMayRemain?: boolean;
