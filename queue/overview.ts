@@ -58,7 +58,7 @@ export interface Overview {
 export async function readOverview(
   redis: RedisClient,
   keys: ShardKeys,
-  now: number = Date.now(),
+  { now = Date.now() }: { now?: number } = {},
 ): Promise<Overview> {
   const replies = await Promise.all(shardList(keys).map((shard) => overviewReply(redis, shard)));
   return mergeOverviews(replies.map((reply) => overviewFromReply(reply, now)));

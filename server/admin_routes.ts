@@ -85,8 +85,18 @@ export function adminRoutes(options: AdminOptions): Hono {
   app.get("/overview", async (c) => c.json(await overview().catch(queueFailure)));
 
   app.get("/dead-letters", async (c) => {
-    const offset = intParam(c.req.query("offset"), "offset", 0, Number.MAX_SAFE_INTEGER, 0);
-    const limit = intParam(c.req.query("limit"), "limit", 1, MAX_PAGE, 20);
+    const offset = intParam(c.req.query("offset"), {
+      name: "offset",
+      min: 0,
+      max: Number.MAX_SAFE_INTEGER,
+      fallback: 0,
+    });
+    const limit = intParam(c.req.query("limit"), {
+      name: "limit",
+      min: 1,
+      max: MAX_PAGE,
+      fallback: 20,
+    });
     const page = await deadLetters.list(offset, limit).catch(queueFailure);
     return c.json({
       total: page.total,
@@ -116,14 +126,17 @@ function queueFailure(error: unknown): never {
   throw new ApiError("queue_unavailable", "queue is unavailable, retry later", { cause: error });
 }
 
+/** What {@linkcode intParam} reads: the parameter's name, its bounds and its default. */
+export interface IntParam {
+  readonly name: string;
+  readonly min: number;
+  readonly max: number;
+  /** The value when the parameter is absent. */
+  readonly fallback: number;
+}
+
 /** A whole number query parameter within bounds, its default when absent, else a 400. */
-export function intParam(
-  text: string | undefined,
-  name: string,
-  min: number,
-  max: number,
-  fallback: number,
-): number {
+export function intParam(text: string | undefined, { name, min, max, fallback }: IntParam): number {
   if (text === undefined) return fallback;
   const value = /^\d{1,16}$/.test(text) ? Number(text) : NaN;
   if (!(value >= min && value <= max)) {

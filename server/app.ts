@@ -220,7 +220,12 @@ export function createApp(options: AppOptions): Hono {
   });
 
   app.get("/users", async (c) => {
-    const limit = intParam(c.req.query("limit"), "limit", 1, MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT);
+    const limit = intParam(c.req.query("limit"), {
+      name: "limit",
+      min: 1,
+      max: MAX_LIST_LIMIT,
+      fallback: DEFAULT_LIST_LIMIT,
+    });
     return c.json({ users: await listUsers(limit).catch(readFailure) });
   });
 

@@ -211,7 +211,7 @@ Deno.test("DeadLetters against a real Redis", async (t) => {
         assert.ok(batch);
         await batch.ack({ storedIds: batch.items.map((item) => JSON.parse(item).id) });
         await queue.fetch({ consumerId: "alive", max: 1 });
-        const overview = await readOverview(redis, keys, 11_000);
+        const overview = await readOverview(redis, keys, { now: 11_000 });
         assert.deepEqual(overview.depth, { queued: 2, retry: 0, processing: 1, dead: 2 });
         assert.equal(overview.oldest_queued_age_ms, 11_000 - 1_003);
         assert.deepEqual(overview.dead_letters_by_reason, { id_conflict: 2 });
