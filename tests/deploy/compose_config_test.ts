@@ -81,6 +81,7 @@ interface ScrapeConfig {
 }
 
 interface ComposeConfig {
+  name: string;
   services: Record<string, Service>;
 }
 
@@ -243,7 +244,9 @@ Deno.test(
     assert.ok(mount?.source, "traefik mounts nothing at /etc/traefik");
     assert.equal(await Deno.realPath(mount.source), await Deno.realPath(join(ROOT, "traefik")));
     assert.equal(mount.read_only, true);
-    assert.ok(traefik.command?.includes("--configFile=/etc/traefik/traefik.yml"));
+    assert.deepEqual(traefik.entrypoint, ["sh", "/etc/traefik/start.sh"]);
+    assert.equal(traefik.environment?.TRAEFIK_CONFIG, "traefik.yml");
+    assert.ok((await Deno.stat(join(ROOT, "traefik", "start.sh"))).isFile);
 
     const socket = traefik.volumes?.find((volume) => volume.target === "/var/run/docker.sock");
     assert.equal(socket?.read_only, true, "the docker socket must be mounted read-only");
@@ -259,6 +262,47 @@ Deno.test(
 
     assert.equal(staticConfig.entryPoints.web.address, ":8000");
     assert.equal(staticConfig.providers.docker.exposedByDefault, false);
+  },
+);
+
+Deno.test(
+  "traefik routes to its own project's (or stack's) replicas only, named by start.sh",
+  async () => {
+    const traefik = await service("traefik");
+    // docker-compose config names the project after the repo's folder, as `docker compose` does.
+    const project = (await loadComposeConfig()).name;
+    assert.equal(traefik.environment?.TRAEFIK_COMPOSE_PROJECT, project);
+    assert.equal(
+      traefik.environment?.TRAEFIK_STACK_NAMESPACE,
+      '{{index .Service.Labels "com.docker.stack.namespace"}}',
+    );
+    const startScript = await Deno.readTextFile(join(ROOT, "traefik", "start.sh"));
+    for (
+      const [file, provider, label, placeholder, variable] of [
+        [
+          "traefik.yml",
+          "docker",
+          "com.docker.compose.project",
+          "COMPOSE_PROJECT",
+          "TRAEFIK_COMPOSE_PROJECT",
+        ],
+        [
+          "traefik-swarm.yml",
+          "swarm",
+          "com.docker.stack.namespace",
+          "STACK_NAMESPACE",
+          "TRAEFIK_STACK_NAMESPACE",
+        ],
+      ] as const
+    ) {
+      const config = parseYaml(await Deno.readTextFile(join(ROOT, "traefik", file)));
+      assert.equal(
+        config.providers[provider].constraints,
+        `Label(\`${label}\`, \`@${placeholder}@\`)`,
+        `${file}: providers.${provider}.constraints`,
+      );
+      assert.match(startScript, new RegExp(`^fill ${placeholder} ${variable}$`, "m"));
+    }
   },
 );
 

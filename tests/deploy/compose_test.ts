@@ -173,13 +173,15 @@ Deno.test({
 });
 
 Deno.test({
-  name: "on fresh projects, the first POST the moment up --wait returns is a 202 (2 and 4 APIs)",
+  name:
+    "on fresh projects, the first POST the moment up --wait returns is a 202 (2 and 4 APIs), and each project's Traefik routes only to its own replicas",
   ...options,
   async fn() {
     requireUp();
     const lines = [];
     for (const scale of [[], ["--scale", "server=4"]]) {
       const fresh = new ComposeProject(`upl${Deno.pid}f${scale.length}`, freePort());
+      const started = Date.now();
       try {
         const up = ok("up --wait", await fresh.compose(["up", "-d", ...scale, "--wait"]));
         const first = await curlPost("First on a fresh project", fresh.url);
@@ -188,7 +190,61 @@ Deno.test({
           202,
           `first POST after up --wait ${scale.join(" ")}: ${first.body}`,
         );
-        lines.push(`${scale.length ? "4 APIs" : "2 APIs"}: up --wait ${up.ms} ms, then 202`);
+        // Two projects of one compose.yaml on one engine: each Traefik routes to its own replicas
+        // only (traefik.yml's constraint), so every user sent through one project is stored by
+        // that project, never by the other.
+        const sent = 8;
+        const prefix = `Own project ${scale.length}`;
+        for (const [through, label] of [[fresh, "fresh"], [project, "main"]] as const) {
+          for (let i = 0; i < sent; i++) {
+            const answer = await curlPost(`${prefix} ${label} ${i}`, through.url);
+            assert.equal(answer.status, 202, `through the ${label} project: ${answer.body}`);
+          }
+        }
+        for (
+          const [store, own, other] of [[fresh, "fresh", "main"], [
+            project,
+            "main",
+            "fresh",
+          ]] as const
+        ) {
+          await waitFor(`the ${own} project's users stored by the ${own} project`, async () => {
+            return (await store.rows(`${prefix} ${own}`)).length === sent;
+          }, { timeoutMs: 30_000, intervalMs: 200 });
+          const strays = await store.rows(`${prefix} ${other}`);
+          assert.deepEqual(
+            strays,
+            [],
+            `users sent through the ${other} project stored by the ${own}`,
+          );
+        }
+        // Nor does either Traefik so much as health-check the other's replicas: before it was
+        // scoped, each balanced over both projects' replicas, and a request sent to one whose
+        // project had just been taken down left the machine by the default route.
+        for (
+          const [proxy, other, label] of [[project, fresh, "main"], [
+            fresh,
+            project,
+            "fresh",
+          ]] as const
+        ) {
+          const foreign = await other.serverAddresses();
+          const logs = ok(
+            "docker compose logs traefik",
+            await proxy.compose(["logs", "--since", new Date(started).toISOString(), "traefik"]),
+          ).stdout;
+          const targets = [...logs.matchAll(/targetURL=\S*?http:\/\/([\d.]+):/g)].map((m) => m[1]!);
+          const crossed = targets.filter((address) => foreign.includes(address));
+          assert.deepEqual(
+            crossed,
+            [],
+            `the ${label} project's Traefik targets the other's replicas`,
+          );
+        }
+        lines.push(
+          `${scale.length ? "4 APIs" : "2 APIs"}: up --wait ${up.ms} ms, then 202; ` +
+            `${sent} + ${sent} users each stored by the project they were sent through`,
+        );
       } finally {
         await fresh.down();
       }

@@ -152,6 +152,21 @@ export class ComposeProject {
     });
   }
 
+  /** The IP addresses of the project's API replicas, on every network they are attached to. */
+  async serverAddresses(): Promise<string[]> {
+    const ids = (await this.containers("server")).map((c) => c.id);
+    const result = ok(
+      "docker inspect",
+      await run("docker", [
+        "inspect",
+        "--format",
+        "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+        ...ids,
+      ]),
+    );
+    return result.stdout.split(/\s+/).filter((address) => address !== "");
+  }
+
   /** SQL through psql in the database container; rows as arrays of fields. */
   async sql(query: string): Promise<string[][]> {
     const result = ok(
