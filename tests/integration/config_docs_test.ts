@@ -3,8 +3,8 @@
  * zod shapes the services read their environment with (`serverVars`,
  * `consumerVars`, and `postgresVars` for the migration) are the source;
  * project.env must list every variable they read, set to its default (in
- * compose a value there wins over the default), and README.md's
- * Configuration table must give each one's default and readers. So a
+ * compose a value there wins over the default), and the Configuration
+ * table of docs/operations.md must give each one's default and readers. So a
  * variable added, removed or re-defaulted in code fails here until both
  * documents say the same.
  *
@@ -22,7 +22,7 @@ interface Rule {
   parse(input: unknown): unknown;
 }
 
-/** Who reads which variables, as README's "Read by" column names them. */
+/** Who reads which variables, as the table's "Read by" column names them. */
 const READERS: Readonly<Record<string, Readonly<Record<string, Rule>>>> = {
   server: serverVars,
   consumer: consumerVars,
@@ -68,29 +68,41 @@ function fromSchemas(): Map<string, Documented> {
   return variables;
 }
 
+/** The document whose Configuration table lists the variables. */
+const CONFIG_DOC = "docs/operations.md";
+
 /**
- * The rows of README.md's Configuration table: one variable per row, its
- * name and default in backticks (or `empty`) and its readers comma-separated.
+ * A documented default as an env file spells it: a number may be written with
+ * thousands separators (`1,000,000`), which the docs use so that a long run of
+ * digits never reads as a commit hash.
  */
-function fromReadme(): Map<string, Documented> {
-  const readme = Deno.readTextFileSync(`${REPO_DIR}/README.md`);
-  const section = readme.split(/^## /m).find((part) => part.startsWith("Configuration\n"));
-  assert.ok(section, "README.md has no Configuration section");
+function envSpelling(value: string): string {
+  return /^\d{1,3}(,\d{3})+$/.test(value) ? value.replaceAll(",", "") : value;
+}
+
+/**
+ * The rows of the Configuration table: one variable per row, its name and
+ * default in backticks (or `empty`) and its readers comma-separated.
+ */
+function fromDocs(): Map<string, Documented> {
+  const text = Deno.readTextFileSync(`${REPO_DIR}/${CONFIG_DOC}`);
+  const section = text.split(/^## /m).find((part) => part.startsWith("Configuration\n"));
+  assert.ok(section, `${CONFIG_DOC} has no Configuration section`);
   const rows = section.split("\n").filter((line) => line.startsWith("|")).slice(2);
-  assert.ok(rows.length > 0, "README.md's Configuration section has no table");
+  assert.ok(rows.length > 0, `${CONFIG_DOC}'s Configuration section has no table`);
   const documented = new Map<string, Documented>();
   for (const row of rows) {
     const [name, value, readers] = row.split("|").slice(1, 4).map((cell) => cell.trim());
     const variable = /^`([A-Z0-9_]+)`$/.exec(name ?? "")?.[1];
-    assert.ok(variable, `README.md's Configuration table names no variable in: ${row}`);
-    assert.ok(!documented.has(variable), `README.md documents ${variable} twice`);
+    assert.ok(variable, `${CONFIG_DOC}'s Configuration table names no variable in: ${row}`);
+    assert.ok(!documented.has(variable), `${CONFIG_DOC} documents ${variable} twice`);
     const unquoted = value === "empty" ? "" : /^`(.*)`$/.exec(value ?? "")?.[1];
     assert.ok(
       unquoted !== undefined,
-      `README.md's default of ${variable} is not \`value\`: ${row}`,
+      `${CONFIG_DOC}'s default of ${variable} is not \`value\`: ${row}`,
     );
     documented.set(variable, {
-      default: unquoted,
+      default: envSpelling(unquoted),
       readers: (readers ?? "").split(",").map((reader) => reader.trim()).toSorted(),
     });
   }
@@ -121,19 +133,19 @@ Deno.test("project.env's bootstrap account is the one PGUSER, PGPASSWORD and PGD
   }
 });
 
-Deno.test("README's Configuration table gives every variable's default and readers", () => {
+Deno.test("docs/operations.md's Configuration table gives every variable's default and readers", () => {
   const env = projectEnv();
   const expected = new Map(fromSchemas());
   for (const name of Object.keys(BOOTSTRAP)) {
     expected.set(name, { default: env[name] ?? "", readers: ["database"] });
   }
-  const documented = fromReadme();
+  const documented = fromDocs();
   assert.deepEqual(
     [...documented.keys()].toSorted(),
     [...expected.keys()].toSorted(),
-    "README.md's Configuration table and the services' variables differ",
+    `${CONFIG_DOC}'s Configuration table and the services' variables differ`,
   );
   for (const [name, want] of expected) {
-    assert.deepEqual(documented.get(name), want, `README.md's row of ${name}`);
+    assert.deepEqual(documented.get(name), want, `${CONFIG_DOC}'s row of ${name}`);
   }
 });
