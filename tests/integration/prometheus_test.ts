@@ -6,15 +6,18 @@
  * users, the queue's oldest age and its depth); the rest is found by prefix.
  * It also loads the alerting rules of `prometheus/alerts.yml` and evaluates
  * them on the stack's own series without an error, every metric they name
- * being one the replicas export.
+ * being one the replicas export; and an item the consumer buries fires
+ * DeadLettersGrowing for its kind.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
+import { Redis } from "ioredis";
 import { parse } from "yaml";
+import { queueKeys } from "@users-pipeline/queue";
 import { REPO_DIR } from "@users-pipeline/harness/repo";
-import { startTestStack, withStackOutput } from "@users-pipeline/harness/services";
+import { projectEnv, startTestStack, withStackOutput } from "@users-pipeline/harness/services";
 import { waitFor } from "@users-pipeline/harness/wait";
 import {
   OLDEST_QUEUED_AGE,
@@ -83,11 +86,37 @@ Deno.test("the native stack's Prometheus scrapes every replica and counts every 
       (s) => s.length > 0,
     );
     assert.ok(oldest && oldest.value < 10, JSON.stringify(oldest));
+
+    // An item that is no envelope, pushed as the course's LPUSH would: the consumer buries it,
+    // and the alert on new dead letters fires for its kind (it waits for no `for`).
+    const redis = new Redis(stack.env.REDIS_URL ?? "");
+    try {
+      await redis.lpush(queueKeys(projectEnv().QUEUE_NAME ?? "users").queue, "not a user");
+    } finally {
+      redis.disconnect();
+    }
+    const pushed = Date.now();
+    let alerts: { labels: Record<string, string>; state: string }[] = [];
+    await waitFor(
+      () => `DeadLettersGrowing to fire (alerts: ${JSON.stringify(alerts)})`,
+      async () => {
+        const response = await fetch(`${url}/api/v1/alerts`, {
+          signal: AbortSignal.timeout(2_000),
+        });
+        alerts = (await response.json()).data.alerts;
+        return alerts.some((alert) =>
+          alert.labels.alertname === "DeadLettersGrowing" && alert.state === "firing" &&
+          alert.labels.reason === "invalid_item"
+        );
+      },
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    const firingMs = Date.now() - pushed;
     console.log(
       `Prometheus: 4 targets up in ${targetsMs} ms, its rules evaluated ${rulesMs} ms later; ${posted} posted, all counted ` +
         `stored ${countedMs} ms later, ${before} counted before (${
           perConsumer.map((s) => `${s.labels.replica} ${s.value}`)
-        })`,
+        }); DeadLettersGrowing fired ${firingMs} ms after a poison item was pushed`,
     );
   });
   const exit = await stack.stop();
