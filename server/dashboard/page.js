@@ -36,9 +36,11 @@ const series = [[], [], []];
 let chart;
 /** @type {ReturnType<typeof setTimeout> | undefined} */
 let timer;
-/** The dead-letter page shown: its offset, what was drawn (to redraw only on a change). */
+/** The dead-letter page shown: its offset, and what was drawn (redrawn only on a change). */
 let letterOffset = 0;
 let drawnLetters = "";
+/** The counts by kind drawn last. */
+let drawnKinds = "";
 /** Dead letters in all, as the last page said. */
 let deadTotal = 0;
 /** The ids of the letters ticked on the page shown. */
@@ -184,6 +186,10 @@ function renderDeadLetters(counts) {
   const entries = Object.entries(counts).filter(([, count]) => count > 0);
   const total = entries.reduce((sum, [, count]) => sum + count, 0);
   byId("dead-total").textContent = String(total);
+  // Redrawn only on a change, like the list: a button replaced mid-click loses the click.
+  const drawn = JSON.stringify(entries);
+  if (drawn === drawnKinds) return;
+  drawnKinds = drawn;
   const rows = entries.map(([kind, count]) => {
     const actions = document.createElement("span");
     actions.append(
@@ -307,6 +313,8 @@ function row(/** @type {(string | HTMLElement)[]} */ cells) {
  * @param {string} what the letters, for the purge's question
  */
 async function act(action, filter, what) {
+  // One at a time: the answer of one says what the next would act on.
+  if (busy) return;
   if (action === "purge" && !confirm(`Purge ${what}? A purged letter is gone for good.`)) return;
   const result = byId("dead-result");
   busy = true;
