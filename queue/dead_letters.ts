@@ -2,7 +2,8 @@
  * The dead letters as an operator handles them: list them newest first with
  * their counts by kind, requeue them (all, one kind, or given user ids) once
  * whatever buried them is fixed, or purge them. Used by the API's admin
- * routes (`server/admin_routes.ts`) and by `./stack dlq` (`tools/stack/dlq.ts`).
+ * routes (`server/admin_routes.ts`, which the dashboard calls) and by
+ * `./stack dlq` (`tools/stack/dlq.ts`).
  *
  * Requeuing and purging run as a loop of chunks, each one atomic script step
  * (`lua/dead_letters_take.lua`): an interruption between two chunks

@@ -9,6 +9,13 @@
  *   with a JSON body `{}` (every letter), `{"reason": kind}` and/or
  *   `{"ids": [user id…]}` (`queue/dead_letters.ts`).
  *
+ * One letter, or a selection, is named by its user's id, never by its place
+ * in the list: consumers push new letters at the head and other operators
+ * take letters out, so a place names another letter a moment later, while an
+ * id names the same user's letter wherever it moved, and nothing once it is
+ * gone (a stale second click takes nothing). The answer's count says how many
+ * of the named were still dead.
+ *
  * Every request must carry `Authorization: Bearer <ADMIN_TOKEN>`, else 401
  * `unauthorized` with `WWW-Authenticate`. The token is compared in constant
  * time, as SHA-256 digests (equal lengths, whatever was sent), so the time an

@@ -1,10 +1,12 @@
 /**
  * `GET /dashboard`: a live view of the pipeline for operators (ingest rate against stored rate,
- * depth by state, oldest queued age, live consumers, dead letters with a Requeue button).
+ * depth by state, oldest queued age, live consumers) and its dead letters, listed one by one,
+ * which it requeues or purges one, a selection, a kind or all at a time.
  *
  * What is served here is a static shell with no data in it: the page asks for the admin token
  * once, keeps it in sessionStorage, and sends it as a Bearer header on every call to the admin
- * routes (`/admin/overview` each second, `/admin/dead-letters/requeue`). So the data is exactly
+ * routes (`/admin/overview` and `/admin/dead-letters` each second, `/admin/dead-letters/requeue`
+ * and `/purge`). So the data is exactly
  * as protected as the admin API, and the token never appears where a URL would put it (Traefik's
  * access log, the browser's history, a Referer), nor in a cookie the browser would attach to a
  * forged cross-site POST. The route is mounted only with the admin routes (when ADMIN_TOKEN is
@@ -25,6 +27,7 @@ import pageHtml from "./dashboard/page.html" with { type: "text" };
 import pageJs from "./dashboard/page.js" with { type: "text" };
 import pageCss from "./dashboard/page.css" with { type: "text" };
 import ratesJs from "./dashboard/rates.js" with { type: "text" };
+import deadLetterViewJs from "./dashboard/dead_letter_view.js" with { type: "text" };
 
 const HTML = "text/html; charset=utf-8";
 const JS = "text/javascript; charset=utf-8";
@@ -34,6 +37,7 @@ const CSS = "text/css; charset=utf-8";
 const ASSETS: ReadonlyMap<string, readonly [string, string]> = new Map([
   ["page.js", [JS, pageJs]],
   ["rates.js", [JS, ratesJs]],
+  ["dead_letter_view.js", [JS, deadLetterViewJs]],
   ["page.css", [CSS, pageCss]],
   ["uPlot.iife.min.js", [JS, uplotJs]],
   ["uPlot.min.css", [CSS, uplotCss]],
@@ -42,7 +46,7 @@ const ASSETS: ReadonlyMap<string, readonly [string, string]> = new Map([
 /**
  * The page shows dead-letter reasons, which come from payloads anyone could POST, and holds the
  * admin token: scripts and styles from this origin only (so injected markup cannot run or load
- * anything), and no framing (so the Requeue button cannot be clickjacked).
+ * anything), and no framing (so the Requeue and Purge buttons cannot be clickjacked).
  */
 const SECURITY_HEADERS = {
   "Content-Security-Policy":

@@ -26,7 +26,7 @@ Deno.test("dashboardRoutes() serves uPlot from the npm package, not from a CDN",
 
 Deno.test("dashboardRoutes() serves the page's modules and nothing else under /dashboard/", async () => {
   const routes = dashboardRoutes();
-  for (const file of ["page.js", "rates.js", "page.css"]) {
+  for (const file of ["page.js", "rates.js", "dead_letter_view.js", "page.css"]) {
     assert.equal((await routes.request(`/dashboard/${file}`)).status, 200, file);
   }
   for (const file of ["constructor", "page.html", "..%2Fdashboard.ts", "nope.js"]) {

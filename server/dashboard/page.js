@@ -3,14 +3,20 @@
 // types are for the reader; tests/integration/dashboard_test.ts runs this file in Chromium.
 /**
  * The dashboard's behaviour: asks for the admin token once (kept in sessionStorage, so it dies
- * with the tab), polls `GET /admin/overview` every second with it as a Bearer header, derives the
- * rates from successive polls (`rates.js`), and draws them with uPlot (loaded before this module
- * as the global `uPlot`). Every text that comes from the queue is set with `textContent`, never
- * parsed as HTML: dead-letter reasons echo what clients sent.
+ * with the tab), polls `GET /admin/overview` and a page of `GET /admin/dead-letters` every second
+ * with it as a Bearer header, derives the rates from successive polls (`rates.js`), and draws
+ * them with uPlot (loaded before this module as the global `uPlot`). Every text that comes from
+ * the queue is set with `textContent`, never parsed as HTML: dead-letter reasons and items echo
+ * what clients sent.
+ *
+ * Dead letters are requeued or purged one by one, as a selection (both by their user ids, see
+ * `dead_letter_view.js` for why never by their place), by kind, or all; a purge, which cannot be
+ * undone, asks first.
  *
  * @module
  */
 
+import { letterRow, pageOffset } from "./dead_letter_view.js";
 import { formatAge, formatRate, rates, snapshotOf } from "./rates.js";
 
 /** One poll per second: the rates are per-second figures and the page stays cheap to serve. */
@@ -18,6 +24,8 @@ const POLL_MS = 1000;
 /** Two minutes of history on the chart. */
 const CHART_POINTS = 120;
 const TOKEN_KEY = "adminToken";
+/** Dead letters per page: a screenful. */
+const LETTERS_PER_PAGE = 20;
 
 /** @type {import("./rates.js").Snapshot | undefined} */
 let previous;
@@ -28,6 +36,17 @@ const series = [[], [], []];
 let chart;
 /** @type {ReturnType<typeof setTimeout> | undefined} */
 let timer;
+/** The dead-letter page shown: its offset, and what was drawn (redrawn only on a change). */
+let letterOffset = 0;
+let drawnLetters = "";
+/** The counts by kind drawn last. */
+let drawnKinds = "";
+/** Dead letters in all, as the last page said. */
+let deadTotal = 0;
+/** The ids of the letters ticked on the page shown. */
+const selected = new Set();
+/** True while a requeue or purge runs: the buttons wait for its answer. */
+let busy = false;
 
 const byId = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id));
 
@@ -73,6 +92,7 @@ async function poll() {
   try {
     const overview = await call("/admin/overview");
     render(overview);
+    await refreshLetters();
     byId("status").textContent = `updated ${new Date().toLocaleTimeString()}`;
     byId("status").classList.remove("stale");
   } catch (error) {
@@ -166,18 +186,111 @@ function renderDeadLetters(counts) {
   const entries = Object.entries(counts).filter(([, count]) => count > 0);
   const total = entries.reduce((sum, [, count]) => sum + count, 0);
   byId("dead-total").textContent = String(total);
+  // Redrawn only on a change, like the list: a button replaced mid-click loses the click.
+  const drawn = JSON.stringify(entries);
+  if (drawn === drawnKinds) return;
+  drawnKinds = drawn;
   const rows = entries.map(([kind, count]) => {
-    const button = document.createElement("button");
-    button.type = "button";
-    button.textContent = "Requeue";
-    button.addEventListener("click", () => requeue(kind));
-    const tr = row([kind, count.toLocaleString("en-US"), button]);
+    const actions = document.createElement("span");
+    actions.append(
+      button("Requeue", () => act("requeue", { reason: kind }, `every ${kind} letter`)),
+      button("Purge", () => act("purge", { reason: kind }, `every ${kind} letter (${count})`)),
+    );
+    const tr = row([kind, count.toLocaleString("en-US"), actions]);
     tr.dataset.kind = kind;
-    tr.cells[0]?.classList.add("reason");
     return tr;
   });
   byId("dead-letters").querySelector("tbody")?.replaceChildren(...rows);
-  /** @type {HTMLButtonElement} */ (byId("requeue-all")).disabled = total === 0;
+}
+
+/** Reads the dead-letter page shown, stepping back a page when letters left from under it. */
+async function refreshLetters() {
+  let page = await call(`/admin/dead-letters?offset=${letterOffset}&limit=${LETTERS_PER_PAGE}`);
+  const offset = pageOffset(letterOffset, LETTERS_PER_PAGE, page.total);
+  if (offset !== letterOffset) {
+    letterOffset = offset;
+    page = await call(`/admin/dead-letters?offset=${offset}&limit=${LETTERS_PER_PAGE}`);
+  }
+  renderLetters(page);
+}
+
+/**
+ * Draws one page of `GET /admin/dead-letters`, only when it changed (a redraw each second would
+ * take the row from under the operator's pointer), keeping the ticks of letters still shown.
+ * @param {{ total: number, offset: number, letters: Record<string, unknown>[] }} page
+ */
+function renderLetters(page) {
+  deadTotal = page.total;
+  const drawn = JSON.stringify([page.total, page.offset, page.letters]);
+  if (drawn !== drawnLetters) {
+    drawnLetters = drawn;
+    const letters = page.letters.map(letterRow);
+    const shown = new Set(letters.map((letter) => letter.id));
+    for (const id of selected) if (!shown.has(id)) selected.delete(id);
+    byId("letters").querySelector("tbody")?.replaceChildren(...letters.map(letterLine));
+    const last = page.offset + letters.length;
+    byId("letters-range").textContent = letters.length === 0
+      ? "none"
+      : `${page.offset + 1}–${last} of ${page.total.toLocaleString("en-US")}`;
+    /** @type {HTMLButtonElement} */ (byId("letters-previous")).disabled = page.offset === 0;
+    /** @type {HTMLButtonElement} */ (byId("letters-next")).disabled = last >= page.total;
+  }
+  updateControls();
+}
+
+/** @param {import("./dead_letter_view.js").LetterRow} letter */
+function letterLine(letter) {
+  const tick = document.createElement("input");
+  tick.type = "checkbox";
+  tick.disabled = letter.id === undefined;
+  tick.checked = letter.id !== undefined && selected.has(letter.id);
+  tick.setAttribute("aria-label", letter.id === undefined ? "no id" : `select ${letter.id}`);
+  tick.addEventListener("change", () => {
+    if (tick.checked) selected.add(letter.id);
+    else selected.delete(letter.id);
+    updateControls();
+  });
+  const item = document.createElement("code");
+  item.textContent = letter.item;
+  item.title = letter.fullItem;
+  const actions = document.createElement("span");
+  if (letter.id !== undefined) {
+    const ids = [letter.id];
+    actions.append(
+      button("Requeue", () => act("requeue", { ids }, `the letter of ${letter.id}`)),
+      button("Purge", () => act("purge", { ids }, `the letter of ${letter.id}`)),
+    );
+  }
+  const tr = row([tick, letter.when, letter.kind, letter.reason, item, actions]);
+  tr.dataset.id = letter.id ?? "";
+  tr.dataset.kind = letter.kind;
+  tr.cells[1]?.setAttribute("title", letter.deadAt);
+  tr.cells[3]?.classList.add("reason");
+  tr.cells[4]?.classList.add("item");
+  return tr;
+}
+
+/** Enables what can be done now: a selection, anything at all, nothing while an action runs. */
+function updateControls() {
+  const enable = (/** @type {string} */ id, /** @type {boolean} */ on) =>
+    /** @type {HTMLButtonElement} */ (byId(id)).disabled = !on || busy;
+  enable("requeue-selected", selected.size > 0);
+  enable("purge-selected", selected.size > 0);
+  enable("requeue-all", deadTotal > 0);
+  enable("purge-all", deadTotal > 0);
+  const ticks = [...byId("letters").querySelectorAll("tbody input:not(:disabled)")];
+  const all = /** @type {HTMLInputElement} */ (byId("select-page"));
+  all.disabled = ticks.length === 0;
+  all.checked = ticks.length > 0 && ticks.every((tick) => /** @type {any} */ (tick).checked);
+}
+
+/** A button that runs `onClick`. */
+function button(/** @type {string} */ label, /** @type {() => void} */ onClick) {
+  const element = document.createElement("button");
+  element.type = "button";
+  element.textContent = label;
+  element.addEventListener("click", onClick);
+  return element;
 }
 
 /** A table row of text cells (or an element, set as is). */
@@ -192,21 +305,44 @@ function row(/** @type {(string | HTMLElement)[]} */ cells) {
   return tr;
 }
 
-/** Requeues the dead letters of one kind, or all of them. */
-async function requeue(/** @type {string | undefined} */ kind) {
-  const result = byId("requeue-result");
+/**
+ * Requeues or purges the letters `filter` names (`{}` all, `{reason}` a kind, `{ids}` given
+ * users), asking first for a purge, then shows the answer and the list as it is now.
+ * @param {"requeue" | "purge"} action
+ * @param {{ reason?: string, ids?: string[] }} filter
+ * @param {string} what the letters, for the purge's question
+ */
+async function act(action, filter, what) {
+  // One at a time: the answer of one says what the next would act on.
+  if (busy) return;
+  if (action === "purge" && !confirm(`Purge ${what}? A purged letter is gone for good.`)) return;
+  const result = byId("dead-result");
+  busy = true;
+  updateControls();
   try {
-    const answer = await call("/admin/dead-letters/requeue", {
+    const answer = await call(`/admin/dead-letters/${action}`, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(kind === undefined ? {} : { reason: kind }),
+      body: JSON.stringify(filter),
     });
-    result.textContent = `requeued ${answer.requeued}`;
+    const done = action === "requeue" ? answer.requeued : answer.purged;
+    const gone = (filter.ids?.length ?? done) - done;
+    // Another operator, or a consumer's requeue, may have taken some first.
+    result.textContent = `${action}d ${done}` + (gone > 0 ? ` (${gone} no longer dead)` : "");
     result.classList.remove("error");
+    selected.clear();
   } catch (error) {
-    result.textContent = `requeue failed: ${error instanceof Error ? error.message : error}`;
+    result.textContent = `${action} failed: ${error instanceof Error ? error.message : error}`;
     result.classList.add("error");
+  } finally {
+    busy = false;
   }
+  drawnLetters = "";
+  await refreshLetters().catch(() => updateControls());
+}
+
+function selection() {
+  return [...selected];
 }
 
 byId("login").addEventListener("submit", (event) => {
@@ -214,7 +350,40 @@ byId("login").addEventListener("submit", (event) => {
   sessionStorage.setItem(TOKEN_KEY, /** @type {HTMLInputElement} */ (byId("token")).value.trim());
   start();
 });
-byId("requeue-all").addEventListener("click", () => requeue(undefined));
+byId("requeue-all").addEventListener("click", () => act("requeue", {}, "every dead letter"));
+byId("purge-all").addEventListener(
+  "click",
+  () => act("purge", {}, `every dead letter (${deadTotal.toLocaleString("en-US")} now)`),
+);
+byId("requeue-selected").addEventListener("click", () => {
+  const ids = selection();
+  act("requeue", { ids }, `${ids.length} selected letters`);
+});
+byId("purge-selected").addEventListener("click", () => {
+  const ids = selection();
+  act("purge", { ids }, `${ids.length} selected letters`);
+});
+byId("select-page").addEventListener("change", (event) => {
+  const on = /** @type {HTMLInputElement} */ (event.target).checked;
+  for (const tr of byId("letters").querySelectorAll("tbody tr")) {
+    const id = /** @type {HTMLElement} */ (tr).dataset.id;
+    const tick = /** @type {HTMLInputElement | null} */ (tr.querySelector("input"));
+    if (!id || tick === null) continue;
+    tick.checked = on;
+    if (on) selected.add(id);
+    else selected.delete(id);
+  }
+  updateControls();
+});
+byId("letters-previous").addEventListener("click", () => turnPage(-LETTERS_PER_PAGE));
+byId("letters-next").addEventListener("click", () => turnPage(LETTERS_PER_PAGE));
+
+/** Shows the next (older) or previous (newer) page; the ticks stay with the page they were on. */
+function turnPage(/** @type {number} */ by) {
+  letterOffset = Math.max(0, letterOffset + by);
+  selected.clear();
+  refreshLetters().catch(() => {});
+}
 
 if (token() === "") showLogin("");
 else start();

@@ -1,14 +1,16 @@
 /**
  * The dashboard in a real browser (Debian's headless Chromium driven by playwright-core) against
- * the native stack: the token prompt, the live numbers under k6's load, the dead letters by
- * reason, and the Requeue all button draining them once their cause is fixed.
+ * the native stack: the token prompt, the live numbers under k6's load, the dead letters by kind
+ * and one by one (kind, reason, time, item), and the buttons that requeue or purge them: one
+ * letter, a selection, all.
  *
  * The dead letters are made the way they happen in production, so that requeuing them can
  * really succeed: a CHECK constraint makes PostgreSQL refuse users named `refused …`, which the
- * consumer buries as `database_refused`; the test then drops the constraint (the fix) and presses
- * Requeue all, and the dead count must fall to 0 and stay there, the users stored. Poison items
- * pushed by hand show a second reason; they can never be stored, so they are purged (through the
- * admin API) before the requeue, as an operator would.
+ * consumer buries as `database_refused`; the test then drops the constraint (the fix), requeues
+ * one letter from its row (it leaves the list and its user reaches the table), purges a
+ * selection of two (gone from the list, the table and the status route), requeues the rest by
+ * their kind (stored), and requeues all: poison items pushed by hand, which can never be stored,
+ * are buried again, to be purged with Purge all.
  *
  * `UPDATE_SCREENSHOT=1` writes the screenshot taken under load to docs/dashboard.png (the
  * README's); otherwise it goes to a temp dir, so a run never changes the tree.
@@ -80,6 +82,8 @@ Deno.test("the dashboard shows the pipeline live and requeues the dead letters",
   const sql = connectPostgres(stack.env, 1);
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
   const pageErrors: string[] = [];
+  /** What each purge asked before it ran (the page's confirm(), accepted here). */
+  const questions: string[] = [];
   try {
     console.log(`stack up in ${Date.now() - started} ms`);
     await redis.connect();
@@ -89,6 +93,10 @@ Deno.test("the dashboard shows the pipeline live and requeues the dead letters",
 
     const page = await browser.newPage({ viewport: { width: 1200, height: 680 } });
     page.on("pageerror", (error) => pageErrors.push(String(error)));
+    page.on("dialog", async (dialog) => {
+      questions.push(dialog.message());
+      await dialog.accept();
+    });
     // A CSP violation (uPlot needing an inline style, say) is only a console error. The one
     // expected error is Chromium's note on the 401 the wrong token gets.
     page.on("console", (message) => {
@@ -132,11 +140,33 @@ Deno.test("the dashboard shows the pipeline live and requeues the dead letters",
     const deadRow = (kind: string) => `#dead-letters tr[data-kind="${kind}"] td:nth-child(2)`;
     await waitForPage(
       page,
-      "the dead letters by reason",
+      "the dead letters by kind, and one by one",
       async () =>
         (await text(page, deadRow("database_refused"))) === String(REFUSED) &&
         (await text(page, deadRow("invalid_item"))) === String(POISON) &&
-        (await text(page, "#dead-total")) === String(REFUSED + POISON),
+        (await text(page, "#dead-total")) === String(REFUSED + POISON) &&
+        (await page.locator("#letters tbody tr").count()) === REFUSED + POISON,
+    );
+    // Each refused user's row: its kind, PostgreSQL's reason, when, the item; it can be picked.
+    for (const [i, id] of refusedIds.entries()) {
+      const cells = await page.locator(`#letters tr[data-id="${id}"] td`).allTextContents();
+      assert.equal(cells[2], "database_refused", JSON.stringify(cells));
+      assert.match(cells[3] ?? "", /dashboard_test_refuses.*\(SQLSTATE 23514\)$/);
+      assert.match(cells[1] ?? "", /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
+      assert.match(cells[4] ?? "", new RegExp(`"name":"refused ${i}"`));
+      assert.ok(await page.locator(`#letters tr[data-id="${id}"] input`).isEnabled());
+    }
+    // The poison has no id: shown, but taken only with its kind or with all.
+    const poisonRows = page.locator('#letters tr[data-kind="invalid_item"]');
+    assert.deepEqual(
+      (await poisonRows.locator("td.item").allTextContents()).sort(),
+      Array.from({ length: POISON }, (_, i) => `poison ${i}`),
+    );
+    for (const tick of await poisonRows.locator("input").all()) assert.ok(await tick.isDisabled());
+    assert.equal(await poisonRows.locator("button").count(), 0);
+    assert.equal(
+      await text(page, "#letters-range"),
+      `1–${REFUSED + POISON} of ${REFUSED + POISON}`,
     );
 
     // Under load: the rates rise, the chart grows, every consumer shows its rows/s.
@@ -238,36 +268,96 @@ Deno.test("the dashboard shows the pipeline live and requeues the dead letters",
       "the chart got a point per poll",
     );
 
-    // Poison is never storable: purged. The refused users' cause is fixed: requeued from the page.
-    const purge = await fetch(`${stack.url}/admin/dead-letters/purge`, {
-      method: "POST",
-      headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
-      body: JSON.stringify({ reason: "invalid_item" }),
-    });
-    assert.deepEqual(await purge.json(), { purged: POISON });
+    // The cause is fixed: the refused users can be stored now.
+    await sql`alter table users drop constraint dashboard_test_refuses`;
+    const storedOf = async (ids: string[]) =>
+      (await sql`select id::text from users where id = any(${ids}::uuid[])`).length;
+    const letterRows = () => page.locator("#letters tbody tr").count();
+
+    // One letter requeued from its row: it leaves the list and its user reaches the table.
+    const [first, second, third, ...rest] = refusedIds as [string, string, string, ...string[]];
+    await page.locator(`#letters tr[data-id="${first}"] button`, { hasText: "Requeue" }).click();
     await waitForPage(
       page,
-      "only the refused users to be dead",
-      async () => (await text(page, "#dead-total")) === String(REFUSED),
+      "one letter requeued",
+      async () =>
+        (await text(page, "#dead-result")) === "requeued 1" &&
+        (await page.locator(`#letters tr[data-id="${first}"]`).count()) === 0 &&
+        (await letterRows()) === REFUSED + POISON - 1,
     );
-    await sql`alter table users drop constraint dashboard_test_refuses`;
+    await waitFor("the requeued user to be stored", async () => (await storedOf([first])) === 1);
+
+    // A selection of two purged: gone from the list, never stored, unknown to the status route.
+    for (const id of [second, third]) {
+      await page.locator(`#letters tr[data-id="${id}"] input`).check();
+    }
+    await page.locator("#purge-selected").click();
+    await waitForPage(
+      page,
+      "the selection purged",
+      async () =>
+        (await text(page, "#dead-result")) === "purged 2" &&
+        (await letterRows()) === REFUSED + POISON - 3 &&
+        (await page.locator("#purge-selected").isDisabled()),
+    );
+    assert.deepEqual(questions, ["Purge 2 selected letters? A purged letter is gone for good."]);
+    assert.equal(await storedOf([second, third]), 0);
+    for (const id of [second, third]) {
+      const status = await fetch(`${stack.url}/users/${id}`);
+      await status.body?.cancel();
+      assert.equal(status.status, 404, `a purged user's status (${id})`);
+    }
+
+    // The rest of the refused users by their kind, from the table by kind: stored.
+    await page.locator(`#dead-letters tr[data-kind="database_refused"] button`, {
+      hasText: "Requeue",
+    }).click();
+    await waitForPage(
+      page,
+      "the kind requeued",
+      async () =>
+        (await text(page, "#dead-result")) === `requeued ${rest.length}` &&
+        (await letterRows()) === POISON,
+    );
+    await waitFor("the rest to be stored", async () => (await storedOf(rest)) === rest.length);
+
+    // Requeue all: the poison can never be stored, and is buried again.
     await page.locator("#requeue-all").click();
     await waitForPage(
       page,
-      "the requeue to answer",
-      async () => (await text(page, "#requeue-result")) === `requeued ${REFUSED}`,
+      "every letter requeued",
+      async () => (await text(page, "#dead-result")) === `requeued ${POISON}`,
     );
     await waitForPage(
       page,
-      "the dead letters to drain",
+      "the poison buried again, nothing else queued",
       async () =>
+        (await text(page, "#dead-total")) === String(POISON) &&
+        (await letterRows()) === POISON &&
+        (await number(page, "#depth-queued")) === 0 &&
+        (await number(page, "#depth-retry")) === 0 &&
+        (await number(page, "#depth-processing")) === 0,
+    );
+
+    // Purge all: nothing is dead any more, and nothing is left to act on.
+    await page.locator("#purge-all").click();
+    await waitForPage(
+      page,
+      "every letter purged",
+      async () =>
+        (await text(page, "#dead-result")) === `purged ${POISON}` &&
         (await text(page, "#dead-total")) === "0" &&
-        (await page.locator("#dead-letters tbody tr").count()) === 0 &&
+        (await letterRows()) === 0 &&
+        (await text(page, "#letters-range")) === "none" &&
+        (await page.locator("#purge-all").isDisabled()) &&
         (await page.locator("#requeue-all").isDisabled()),
     );
-    const stored = await sql`select id::text from users where id = any(${refusedIds}::uuid[])`;
-    assert.equal(stored.length, REFUSED, "every requeued user is stored");
+    assert.equal(
+      questions[1],
+      `Purge every dead letter (${POISON} now)? A purged letter is gone for good.`,
+    );
     assert.equal(await redis.llen(keys.dead), 0);
+    assert.equal(await storedOf(refusedIds), REFUSED - 2, "every requeued user is stored once");
     assert.deepEqual(pageErrors, [], "the page threw no error and logged none");
     console.log(`dashboard test took ${Date.now() - started} ms`);
   } catch (error) {

@@ -1,8 +1,10 @@
 /**
  * The dead-letter tools against a real Redis: listing with counts, requeue and
- * purge (all, by kind, by id), a requeue interrupted between chunks (nothing
- * duplicated, nothing lost), 100,000 letters requeued within 10 s, the
- * overview that reads it all in one step, and `./stack dlq` run as a command.
+ * purge (all, by kind, by id), an id naming the letter an operator saw while
+ * new letters arrive (why the dashboard acts by id, never by place), a requeue
+ * interrupted between chunks (nothing duplicated, nothing lost), 100,000
+ * letters requeued within 10 s, the overview that reads it all in one step,
+ * and `./stack dlq` run as a command.
  */
 
 import assert from "node:assert/strict";
@@ -132,6 +134,32 @@ Deno.test("DeadLetters against a real Redis", async (t) => {
       assert.equal(await redis.scard(keys.queuedIds), 3, "the requeued users are queued again");
       assert.equal(await redis.exists(keys.deadIds), 0, "and nothing else is left");
     });
+
+    await t.step(
+      "an id names the letter an operator saw, wherever new letters push it, and only once",
+      async () => {
+        const { keys, queue, letters } = fresh();
+        const first = users(5, "seen");
+        await bury(queue, first, () => "id_conflict");
+        const seen = (await letters.list(0, 5)).letters[2];
+        assert.ok(seen && "id" in seen && seen.id !== undefined);
+        // Consumers bury more while the page is open: the third place is another letter now.
+        await bury(queue, users(3, "newer"), () => "database_refused");
+        const third = (await letters.list(2, 1)).letters[0];
+        assert.ok(third && "id" in third && third.id !== seen.id);
+
+        assert.equal(await letters.requeue({ ids: [seen.id] }), 1);
+        assert.deepEqual(await redis.lrange(keys.queue, 0, -1), [seen.payload]);
+        const left = await letters.list(0, 10);
+        assert.equal(left.total, 7);
+        assert.ok(left.letters.some((letter) => "id" in letter && letter.id === third.id));
+        // A second operator's click on the same, now stale, row takes nothing.
+        assert.equal(await letters.requeue({ ids: [seen.id] }), 0);
+        assert.equal(await letters.purge({ ids: [seen.id] }), 0);
+        assert.equal(await redis.llen(keys.queue), 1);
+        assert.equal(await queue.indexed(seen.id), "queued");
+      },
+    );
 
     await t.step("a requeue interrupted between chunks duplicates and loses nothing", async () => {
       const { keys, queue, letters } = fresh();

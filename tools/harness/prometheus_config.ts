@@ -6,8 +6,15 @@
  * writes with the replicas' loopback addresses: Prometheus watches the file,
  * so rewriting it is all a change of targets takes.
  *
+ * The rule files (`prometheus/alerts.yml`) are named relative to the source's
+ * directory, as compose mounts it; the derived file lives in the state dir,
+ * so each becomes an absolute path to the file in the repo.
+ *
  * @module
  */
+
+import { isAbsolute, join } from "node:path";
+import { REPO_DIR } from "./repo.ts";
 
 type Yaml = Record<string, unknown>;
 
@@ -28,19 +35,32 @@ export function targetsFile(targetsDir: string, job: string): string {
   return `${targetsDir}/${job}.json`;
 }
 
+/** Options of {@linkcode nativePrometheusConfig}. */
+export interface NativePrometheusOptions {
+  /**
+   * The directory of the file `config` was read from, against which its
+   * relative `rule_files` are resolved.
+   * @default the repo's prometheus/
+   */
+  readonly sourceDir?: string;
+}
+
 /**
  * The native stack's configuration: `config` (the parsed
  * prometheus/prometheus.yml) with every scrape config's service discovery
- * replaced by the file {@linkcode targetsFile} names in `targetsDir`, and the
- * names of the jobs, whose targets the caller writes there. `config` is not
- * modified.
+ * replaced by the file {@linkcode targetsFile} names in `targetsDir`, its rule
+ * files made absolute, and the names of the jobs, whose targets the caller
+ * writes there. `config` is not modified.
  *
- * @throws {TypeError} when `config` has no `scrape_configs` list, or one without a `job_name`.
+ * @throws {TypeError} when `config` has no `scrape_configs` list, or one without a `job_name`,
+ * or `rule_files` that is not a list of paths.
  */
 export function nativePrometheusConfig(
   config: unknown,
   targetsDir: string,
+  options: NativePrometheusOptions = {},
 ): { config: Yaml; jobs: string[] } {
+  const { sourceDir = `${REPO_DIR}/prometheus` } = options;
   const copy: unknown = structuredClone(config);
   if (!isObject(copy) || !Array.isArray(copy.scrape_configs)) {
     throw new TypeError(
@@ -64,6 +84,17 @@ export function nativePrometheusConfig(
     }
     scrape.file_sd_configs = [{ files: [targetsFile(targetsDir, scrape.job_name)] }];
     jobs.push(scrape.job_name);
+  }
+  if (copy.rule_files !== undefined) {
+    const files = copy.rule_files;
+    if (!Array.isArray(files) || !files.every((file) => typeof file === "string")) {
+      throw new TypeError(
+        `Cannot derive the native Prometheus configuration as its rule_files is not a list of paths: current value is ${
+          JSON.stringify(files)
+        }`,
+      );
+    }
+    copy.rule_files = files.map((file) => isAbsolute(file) ? file : join(sourceDir, file));
   }
   return { config: copy, jobs };
 }

@@ -31,11 +31,25 @@ Deno.test("nativePrometheusConfig() swaps each job's DNS discovery for a targets
   assert.deepEqual(source, before, "the source was modified");
 });
 
-Deno.test("nativePrometheusConfig() keeps the jobs and intervals of prometheus/prometheus.yml", async () => {
+Deno.test("nativePrometheusConfig() keeps the jobs, intervals and rules of prometheus/prometheus.yml", async () => {
   const source = parse(await Deno.readTextFile(`${REPO_DIR}/prometheus/prometheus.yml`));
   const { config, jobs } = nativePrometheusConfig(source, "/t");
   assert.deepEqual(jobs, ["server", "server-consumer"]);
   assert.deepEqual(config.global, source.global);
+  // The derived file lives in the state dir: its rules must name the repo's files.
+  assert.deepEqual(config.rule_files, [`${REPO_DIR}/prometheus/alerts.yml`]);
+  await Deno.stat(`${REPO_DIR}/prometheus/alerts.yml`);
+});
+
+Deno.test("nativePrometheusConfig() resolves relative rule files against the source's directory", () => {
+  const source = { scrape_configs: [], rule_files: ["alerts.yml", "/abs/more.yml", "r/*.yml"] };
+  const { config } = nativePrometheusConfig(source, "/t", { sourceDir: "/repo/prometheus" });
+  assert.deepEqual(config.rule_files, [
+    "/repo/prometheus/alerts.yml",
+    "/abs/more.yml",
+    "/repo/prometheus/r/*.yml",
+  ]);
+  assert.equal("rule_files" in nativePrometheusConfig({ scrape_configs: [] }, "/t").config, false);
 });
 
 Deno.test("nativePrometheusConfig() names what it cannot derive from", () => {
@@ -46,6 +60,13 @@ Deno.test("nativePrometheusConfig() names what it cannot derive from", () => {
   assert.throws(
     () => nativePrometheusConfig({ scrape_configs: [{ metrics_path: "/m" }] }, "/t"),
     { name: "TypeError", message: /has no job_name: current value is {"metrics_path":"\/m"}$/ },
+  );
+  assert.throws(
+    () => nativePrometheusConfig({ scrape_configs: [], rule_files: "alerts.yml" }, "/t"),
+    {
+      name: "TypeError",
+      message: /rule_files is not a list of paths: current value is "alerts.yml"$/,
+    },
   );
 });
 
