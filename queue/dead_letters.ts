@@ -1,6 +1,6 @@
 /**
  * The dead letters as an operator handles them: list them newest first with
- * their counts by kind, requeue them (all, one kind, or given user ids) once
+ * their counts by kind, requeue them (all, one kind, or given letters) once
  * whatever buried them is fixed, or purge them. Used by the API's admin
  * routes (`server/admin_routes.ts`, which the dashboard calls) and by
  * `./stack dlq` (`tools/stack/dlq.ts`).
@@ -13,7 +13,14 @@
  * A sharded queue has a dead-letter list per shard (a letter stays in its
  * user's shard, and a requeued one goes back to that shard's list): counts
  * add up, a page is merged newest first by `dead_at`, and a requeue or purge
- * runs shard after shard (with given ids, only in those ids' shards).
+ * runs shard after shard (with given ids, only in those ids' shards; a letter
+ * named by its record may be in any shard).
+ *
+ * A letter is named by its user's id, never by its place in the list, which
+ * shifts as consumers bury new letters and operators take others; a letter
+ * without an id (an item that was never an envelope) is named by its whole
+ * record, which a listing returns as `record` for that purpose. Two records
+ * with the same text cannot be told apart, so naming one takes both.
  *
  * @module
  */
@@ -62,6 +69,11 @@ export interface DeadLetter {
   readonly sqlstate?: string;
   /** When it was buried (ISO 8601). */
   readonly dead_at: string;
+  /**
+   * The record as stored, on a listed letter without an id: what names it to a
+   * requeue or purge ({@linkcode DeadLetterFilter.records}).
+   */
+  readonly record?: string;
 }
 
 /** Which dead letters a requeue or purge takes; every one when both are absent. */
@@ -70,6 +82,8 @@ export interface DeadLetterFilter {
   readonly reason?: string;
   /** Only letters of these user ids. */
   readonly ids?: readonly string[];
+  /** Only these letters without a user id, each named by its whole record. */
+  readonly records?: readonly string[];
 }
 
 /** One page of dead letters, newest first, and the counts of all of them. */
@@ -79,7 +93,10 @@ export interface DeadLetterPage {
   /** How many of each kind (kinds with none are absent). */
   readonly byReason: Readonly<Record<string, number>>;
   readonly offset: number;
-  /** The letters at `offset`…, decoded; a record that is not JSON comes back as its text. */
+  /**
+   * The letters at `offset`…, decoded (with their `record` when they have no id);
+   * a record that is not JSON comes back as its text.
+   */
   readonly letters: readonly (DeadLetter | { readonly raw: string })[];
 }
 
@@ -178,18 +195,21 @@ export class DeadLetters {
     { chunk = 1_000, onProgress, signal }: TakeOptions,
   ): Promise<number> {
     const ids = filter.ids ?? [];
-    if (filter.ids !== undefined && ids.length === 0) return 0;
-    // A user's letter is in its user's shard.
-    const wanted = filter.ids === undefined
+    const records = filter.records ?? [];
+    const named = filter.ids !== undefined || filter.records !== undefined;
+    if (named && ids.length === 0 && records.length === 0) return 0;
+    // A user's letter is in its user's shard; a letter named by its record, in any.
+    const wanted = !named || records.length > 0
       ? undefined
       : new Set(ids.map((id) => shardOf(id, this.#shards.length)));
     let taken = 0;
     let steps = 0;
     for (const [shard, keys] of this.#shards.entries()) {
       if (wanted !== undefined && !wanted.has(shard)) continue;
-      const shardIds = wanted === undefined
-        ? ids
-        : ids.filter((id) => shardOf(id, this.#shards.length) === shard);
+      const shardNames = [
+        ...ids.filter((id) => shardOf(id, this.#shards.length) === shard),
+        ...records,
+      ];
       let cursor = 0;
       for (;;) {
         signal?.throwIfAborted();
@@ -203,7 +223,7 @@ export class DeadLetters {
             deliveries: keys.deliveries,
           },
           args: { action, cursor, window: chunk, kind: filter.reason ?? "" },
-          restArgs: shardIds,
+          restArgs: shardNames,
         });
         taken += n;
         cursor = next;
@@ -219,7 +239,9 @@ export class DeadLetters {
 function decodeRecord(record: string): DeadLetter | { raw: string } {
   try {
     const letter = JSON.parse(record);
-    if (typeof letter === "object" && letter !== null) return letter as DeadLetter;
+    if (typeof letter === "object" && letter !== null) {
+      return typeof letter.id === "string" ? letter as DeadLetter : { ...letter, record };
+    }
   } catch {
     // Not JSON: someone pushed it by hand; show it as it is.
   }

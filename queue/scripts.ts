@@ -177,7 +177,10 @@ export const HAND_BACK = defineScript({
   reply: reply<number>(),
 });
 
-/** `lua/dead_letters_take.lua`; rest: the user ids to take (none for any). */
+/**
+ * `lua/dead_letters_take.lua`; rest: the letters to take (none for any), each
+ * a user id or, for a letter without one, its whole record.
+ */
 export const DEAD_LETTERS_TAKE = defineScript({
   name: "queueDeadLettersTake",
   lua: resolveIncludes("dead_letters_take.lua", FILES),

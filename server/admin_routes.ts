@@ -7,14 +7,16 @@
  *   the counts by kind;
  * - `POST /admin/dead-letters/requeue` and `POST /admin/dead-letters/purge`
  *   with a JSON body `{}` (every letter), `{"reason": kind}` and/or
- *   `{"ids": [user id…]}` (`queue/dead_letters.ts`).
+ *   `{"ids": [user id…]}` and/or `{"records": [record…]}` (`queue/dead_letters.ts`).
  *
  * One letter, or a selection, is named by its user's id, never by its place
  * in the list: consumers push new letters at the head and other operators
  * take letters out, so a place names another letter a moment later, while an
  * id names the same user's letter wherever it moved, and nothing once it is
- * gone (a stale second click takes nothing). The answer's count says how many
- * of the named were still dead.
+ * gone (a stale second click takes nothing). A letter without an id (an item
+ * that was never an envelope) is named by its whole record, which the listing
+ * gives as `record`. The answer's count says how many of the named were still
+ * dead.
  *
  * Every request must carry `Authorization: Bearer <ADMIN_TOKEN>`, else 401
  * `unauthorized` with `WWW-Authenticate`. The token is compared in constant
@@ -56,6 +58,8 @@ export interface AdminOptions {
 
 /** Most ids one request may name: the script receives them as arguments. */
 const MAX_IDS = 10_000;
+/** Most letters without an id one request may name by their records. */
+const MAX_RECORDS = 1_000;
 
 const filterBody = z.strictObject({
   reason: z.string().refine((kind) => DEAD_LETTER_KINDS.includes(kind), {
@@ -66,6 +70,14 @@ const filterBody = z.strictObject({
       message: "ids must be UUIDs",
     }),
   ).min(1, "ids must not be empty").max(MAX_IDS, `ids must hold at most ${MAX_IDS}`)
+    .optional(),
+  // A letter without a user id is named by its whole record, as the listing gives it: each
+  // one is sent to every shard's script, hence the smaller bound.
+  records: z.array(z.string().min(1, "records must not be empty strings"))
+    .min(1, "records must not be empty").max(
+      MAX_RECORDS,
+      `records must hold at most ${MAX_RECORDS}`,
+    )
     .optional(),
 });
 
@@ -163,7 +175,7 @@ async function readFilter(body: Promise<string>): Promise<DeadLetterFilter> {
   } catch {
     throw new ApiError(
       "invalid_json",
-      'body must be JSON: {} for every dead letter, {"reason": …} or {"ids": […]}',
+      'body must be JSON: {} for every dead letter, {"reason": …}, {"ids": […]} or {"records": […]}',
     );
   }
   const parsed = filterBody.safeParse(value);

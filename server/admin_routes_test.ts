@@ -96,7 +96,7 @@ Deno.test("adminRoutes() lists dead letters by page, 400 for a bad page", async 
   }
 });
 
-Deno.test("adminRoutes() requeues and purges all, by reason or by ids", async () => {
+Deno.test("adminRoutes() requeues and purges all, by reason, by ids or by records", async () => {
   const { app, calls } = adminApp();
   const all = await app.request("/admin/dead-letters/requeue", post("{}"));
   assert.deepEqual(await all.json(), { requeued: 2 });
@@ -109,10 +109,13 @@ Deno.test("adminRoutes() requeues and purges all, by reason or by ids", async ()
     post(JSON.stringify({ ids: [ID.toUpperCase()] })),
   );
   assert.deepEqual(await purged.json(), { purged: 1 });
+  const record = '{"payload":"poison","kind":"invalid_item"}';
+  await app.request("/admin/dead-letters/purge", post(JSON.stringify({ records: [record] })));
   assert.deepEqual(calls, [
     ["requeue", {}],
     ["requeue", { reason: "database_refused" }],
     ["purge", { ids: [ID] }],
+    ["purge", { records: [record] }],
   ]);
 });
 
@@ -124,6 +127,9 @@ Deno.test("adminRoutes() answers 400 to a filter it cannot read, and acts on non
     ['{"reason": "bad luck"}', "invalid_filter"],
     ['{"ids": []}', "invalid_filter"],
     ['{"ids": ["nope"]}', "invalid_filter"],
+    ['{"records": []}', "invalid_filter"],
+    ['{"records": [""]}', "invalid_filter"],
+    ['{"records": [42]}', "invalid_filter"],
     ['{"kind": "invalid_item"}', "invalid_filter"],
   ];
   for (const [body, code] of cases) {

@@ -14,7 +14,9 @@
 --                     the oldest end
 -- ARGV[3] window      how many records to examine
 -- ARGV[4] kind        only letters of this kind, '' for any
--- ARGV[5…]            only letters of these user ids (none for any)
+-- ARGV[5…]            only these letters (none for any): each a user id, or
+--                     the whole record of a letter that has none (an item
+--                     that was never an envelope), matched as exact text
 --
 -- Returns {taken, next cursor, done}, done 1 once the newest record was
 -- examined, else 0.
@@ -60,7 +62,8 @@ for i = #records, 1, -1 do
   local id = type(letter.id) == 'string' and letter.id or nil
   local payload = type(letter.payload) == 'string' and letter.payload or nil
   local match = (kind == '' or kind == letter_kind) and
-    (wanted == nil or (id ~= nil and wanted[id] == true)) and
+    (wanted == nil or (id ~= nil and wanted[id] == true) or
+      (id == nil and wanted[records[i]] == true)) and
     (action == 'purge' or payload ~= nil)
   if match then
     taken[#taken + 1] = start + i - 1

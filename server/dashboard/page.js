@@ -9,14 +9,14 @@
  * the queue is set with `textContent`, never parsed as HTML: dead-letter reasons and items echo
  * what clients sent.
  *
- * Dead letters are requeued or purged one by one, as a selection (both by their user ids, see
- * `dead_letter_view.js` for why never by their place), by kind, or all; a purge, which cannot be
- * undone, asks first.
+ * Dead letters are requeued or purged one by one, as a selection (both by their user ids, or the
+ * records of letters without one; see `dead_letter_view.js` for why never by their place), by
+ * kind, or all; a purge, which cannot be undone, asks first.
  *
  * @module
  */
 
-import { letterRow, pageOffset } from "./dead_letter_view.js";
+import { letterRow, namedFilter, pageOffset } from "./dead_letter_view.js";
 import { formatAge, formatRate, rates, snapshotOf } from "./rates.js";
 
 /** One poll per second: the rates are per-second figures and the page stays cheap to serve. */
@@ -43,8 +43,13 @@ let drawnLetters = "";
 let drawnKinds = "";
 /** Dead letters in all, as the last page said. */
 let deadTotal = 0;
-/** The ids of the letters ticked on the page shown. */
-const selected = new Set();
+/**
+ * The letters ticked on the page shown, by what names each (`field` and `value` joined).
+ * @type {Map<string, import("./dead_letter_view.js").LetterName>}
+ */
+const selected = new Map();
+const nameKey = (/** @type {import("./dead_letter_view.js").LetterName} */ name) =>
+  `${name.field}:${name.value}`;
 /** True while a requeue or purge runs: the buttons wait for its answer. */
 let busy = false;
 
@@ -225,8 +230,8 @@ function renderLetters(page) {
   if (drawn !== drawnLetters) {
     drawnLetters = drawn;
     const letters = page.letters.map(letterRow);
-    const shown = new Set(letters.map((letter) => letter.id));
-    for (const id of selected) if (!shown.has(id)) selected.delete(id);
+    const shown = new Set(letters.flatMap((letter) => letter.name ? [nameKey(letter.name)] : []));
+    for (const key of selected.keys()) if (!shown.has(key)) selected.delete(key);
     byId("letters").querySelector("tbody")?.replaceChildren(...letters.map(letterLine));
     const last = page.offset + letters.length;
     byId("letters-range").textContent = letters.length === 0
@@ -240,29 +245,36 @@ function renderLetters(page) {
 
 /** @param {import("./dead_letter_view.js").LetterRow} letter */
 function letterLine(letter) {
+  const { name } = letter;
+  const key = name ? nameKey(name) : "";
+  const what = letter.id === undefined
+    ? `this ${letter.kind} letter`
+    : `the letter of ${letter.id}`;
   const tick = document.createElement("input");
   tick.type = "checkbox";
-  tick.disabled = letter.id === undefined;
-  tick.checked = letter.id !== undefined && selected.has(letter.id);
-  tick.setAttribute("aria-label", letter.id === undefined ? "no id" : `select ${letter.id}`);
+  tick.disabled = name === undefined;
+  tick.checked = name !== undefined && selected.has(key);
+  tick.setAttribute("aria-label", `select ${what}`);
   tick.addEventListener("change", () => {
-    if (tick.checked) selected.add(letter.id);
-    else selected.delete(letter.id);
+    if (name === undefined) return;
+    if (tick.checked) selected.set(key, name);
+    else selected.delete(key);
     updateControls();
   });
   const item = document.createElement("code");
   item.textContent = letter.item;
   item.title = letter.fullItem;
   const actions = document.createElement("span");
-  if (letter.id !== undefined) {
-    const ids = [letter.id];
+  if (name !== undefined) {
+    const filter = namedFilter([name]);
     actions.append(
-      button("Requeue", () => act("requeue", { ids }, `the letter of ${letter.id}`)),
-      button("Purge", () => act("purge", { ids }, `the letter of ${letter.id}`)),
+      button("Requeue", () => act("requeue", filter, what)),
+      button("Purge", () => act("purge", filter, what)),
     );
   }
   const tr = row([tick, letter.when, letter.kind, letter.reason, item, actions]);
   tr.dataset.id = letter.id ?? "";
+  tr.dataset.key = key;
   tr.dataset.kind = letter.kind;
   tr.cells[1]?.setAttribute("title", letter.deadAt);
   tr.cells[3]?.classList.add("reason");
@@ -307,9 +319,10 @@ function row(/** @type {(string | HTMLElement)[]} */ cells) {
 
 /**
  * Requeues or purges the letters `filter` names (`{}` all, `{reason}` a kind, `{ids}` given
- * users), asking first for a purge, then shows the answer and the list as it is now.
+ * users, `{records}` given letters without an id), asking first for a purge, then shows the
+ * answer and the list as it is now.
  * @param {"requeue" | "purge"} action
- * @param {{ reason?: string, ids?: string[] }} filter
+ * @param {{ reason?: string, ids?: string[], records?: string[] }} filter
  * @param {string} what the letters, for the purge's question
  */
 async function act(action, filter, what) {
@@ -326,7 +339,10 @@ async function act(action, filter, what) {
       body: JSON.stringify(filter),
     });
     const done = action === "requeue" ? answer.requeued : answer.purged;
-    const gone = (filter.ids?.length ?? done) - done;
+    const named = filter.ids || filter.records
+      ? (filter.ids?.length ?? 0) + (filter.records?.length ?? 0)
+      : done;
+    const gone = named - done;
     // Another operator, or a consumer's requeue, may have taken some first.
     result.textContent = `${action}d ${done}` + (gone > 0 ? ` (${gone} no longer dead)` : "");
     result.classList.remove("error");
@@ -342,7 +358,7 @@ async function act(action, filter, what) {
 }
 
 function selection() {
-  return [...selected];
+  return namedFilter(selected.values());
 }
 
 byId("login").addEventListener("submit", (event) => {
@@ -356,22 +372,16 @@ byId("purge-all").addEventListener(
   () => act("purge", {}, `every dead letter (${deadTotal.toLocaleString("en-US")} now)`),
 );
 byId("requeue-selected").addEventListener("click", () => {
-  const ids = selection();
-  act("requeue", { ids }, `${ids.length} selected letters`);
+  act("requeue", selection(), `${selected.size} selected letters`);
 });
 byId("purge-selected").addEventListener("click", () => {
-  const ids = selection();
-  act("purge", { ids }, `${ids.length} selected letters`);
+  act("purge", selection(), `${selected.size} selected letters`);
 });
 byId("select-page").addEventListener("change", (event) => {
   const on = /** @type {HTMLInputElement} */ (event.target).checked;
-  for (const tr of byId("letters").querySelectorAll("tbody tr")) {
-    const id = /** @type {HTMLElement} */ (tr).dataset.id;
-    const tick = /** @type {HTMLInputElement | null} */ (tr.querySelector("input"));
-    if (!id || tick === null) continue;
-    tick.checked = on;
-    if (on) selected.add(id);
-    else selected.delete(id);
+  for (const tick of byId("letters").querySelectorAll("tbody input:not(:disabled)")) {
+    /** @type {HTMLInputElement} */ (tick).checked = on;
+    tick.dispatchEvent(new Event("change"));
   }
   updateControls();
 });

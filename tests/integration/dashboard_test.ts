@@ -10,7 +10,8 @@
  * one letter from its row (it leaves the list and its user reaches the table), purges a
  * selection of two (gone from the list, the table and the status route), requeues the rest by
  * their kind (stored), and requeues all: poison items pushed by hand, which can never be stored,
- * are buried again, to be purged with Purge all.
+ * are buried again; one of them is purged from its row (named by its record, having no id), the
+ * rest with Purge all.
  *
  * `UPDATE_SCREENSHOT=1` writes the screenshot taken under load to docs/dashboard.png (the
  * README's); otherwise it goes to a temp dir, so a run never changes the tree.
@@ -156,14 +157,14 @@ Deno.test("the dashboard shows the pipeline live and requeues the dead letters",
       assert.match(cells[4] ?? "", new RegExp(`"name":"refused ${i}"`));
       assert.ok(await page.locator(`#letters tr[data-id="${id}"] input`).isEnabled());
     }
-    // The poison has no id: shown, but taken only with its kind or with all.
+    // The poison has no id: each row is named by its whole record, and can be picked too.
     const poisonRows = page.locator('#letters tr[data-kind="invalid_item"]');
     assert.deepEqual(
       (await poisonRows.locator("td.item").allTextContents()).sort(),
       Array.from({ length: POISON }, (_, i) => `poison ${i}`),
     );
-    for (const tick of await poisonRows.locator("input").all()) assert.ok(await tick.isDisabled());
-    assert.equal(await poisonRows.locator("button").count(), 0);
+    for (const tick of await poisonRows.locator("input").all()) assert.ok(await tick.isEnabled());
+    assert.equal(await poisonRows.locator("button").count(), 2 * POISON);
     assert.equal(
       await text(page, "#letters-range"),
       `1–${REFUSED + POISON} of ${REFUSED + POISON}`,
@@ -339,13 +340,26 @@ Deno.test("the dashboard shows the pipeline live and requeues the dead letters",
         (await number(page, "#depth-processing")) === 0,
     );
 
+    // One poison letter purged from its row, by its record: that one goes, the others stay.
+    const poisonItems = async () => (await poisonRows.locator("td.item").allTextContents()).sort();
+    await poisonRows.filter({ has: page.locator("td.item", { hasText: /^poison 1$/ }) })
+      .locator("button", { hasText: "Purge" }).click();
+    await waitForPage(
+      page,
+      "one poison letter purged",
+      async () =>
+        (await text(page, "#dead-result")) === "purged 1" &&
+        JSON.stringify(await poisonItems()) === JSON.stringify(["poison 0", "poison 2"]),
+    );
+    assert.equal(questions[1], "Purge this invalid_item letter? A purged letter is gone for good.");
+
     // Purge all: nothing is dead any more, and nothing is left to act on.
     await page.locator("#purge-all").click();
     await waitForPage(
       page,
       "every letter purged",
       async () =>
-        (await text(page, "#dead-result")) === `purged ${POISON}` &&
+        (await text(page, "#dead-result")) === `purged ${POISON - 1}` &&
         (await text(page, "#dead-total")) === "0" &&
         (await letterRows()) === 0 &&
         (await text(page, "#letters-range")) === "none" &&
@@ -353,8 +367,8 @@ Deno.test("the dashboard shows the pipeline live and requeues the dead letters",
         (await page.locator("#requeue-all").isDisabled()),
     );
     assert.equal(
-      questions[1],
-      `Purge every dead letter (${POISON} now)? A purged letter is gone for good.`,
+      questions[2],
+      `Purge every dead letter (${POISON - 1} now)? A purged letter is gone for good.`,
     );
     assert.equal(await redis.llen(keys.dead), 0);
     assert.equal(await storedOf(refusedIds), REFUSED - 2, "every requeued user is stored once");

@@ -1,7 +1,8 @@
 /**
  * The dead-letter tools against a real Redis: listing with counts, requeue and
- * purge (all, by kind, by id), an id naming the letter an operator saw while
- * new letters arrive (why the dashboard acts by id, never by place), a requeue
+ * purge (all, by kind, by id, by record for a letter without an id), an id
+ * naming the letter an operator saw while new letters arrive (why the
+ * dashboard acts by id, never by place), a requeue
  * interrupted between chunks (nothing duplicated, nothing lost), 100,000
  * letters requeued within 10 s, the overview that reads it all in one step,
  * and `./stack dlq` run as a command.
@@ -158,6 +159,50 @@ Deno.test("DeadLetters against a real Redis", async (t) => {
         assert.equal(await letters.purge({ ids: [seen.id] }), 0);
         assert.equal(await redis.llen(keys.queue), 1);
         assert.equal(await queue.indexed(seen.id), "queued");
+      },
+    );
+
+    await t.step(
+      "a letter without an id is named by the record list() gives it, and that one alone is taken",
+      async () => {
+        const { keys, queue, letters } = fresh();
+        await queue.register("burier", 600_000);
+        // Text pushed by hand, never an envelope: the consumer buries it as it is, without an id.
+        await redis.lpush(keys.queue, "poison 0", "poison 1", "poison 2");
+        const batch = await queue.fetch({ consumerId: "burier", max: 3 });
+        assert.deepEqual(batch?.items, ["poison 0", "poison 1", "poison 2"]);
+        await batch!.ack({
+          deadLetters: batch!.items.map((payload) => ({
+            payload,
+            reason: "item is not valid JSON",
+            kind: "invalid_item" as const,
+            dead_at: new Date().toISOString(),
+          })),
+        });
+        await bury(queue, users(2, "beside"), () => "invalid_item");
+        const listed = (await letters.list(0, 10)).letters;
+        const record = (payload: string) => {
+          const letter = listed.find((l) => "payload" in l && l.payload === payload);
+          assert.ok(letter && "record" in letter && typeof letter.record === "string", payload);
+          return letter.record;
+        };
+        assert.ok(listed.every((l) => !("id" in l) || !("record" in l)), "an id names the rest");
+
+        assert.equal(await letters.purge({ records: [record("poison 1")] }), 1);
+        const left = (await letters.list(0, 10)).letters.map((l) => "payload" in l && l.payload);
+        assert.equal(left.length, 4);
+        assert.ok(
+          !left.includes("poison 1") && left.includes("poison 0") && left.includes("poison 2"),
+        );
+        assert.equal(await redis.hget(keys.deadCounts, "invalid_item"), "4");
+        // Once gone, the same name takes nothing; a record and an id together take both.
+        assert.equal(await letters.purge({ records: [record("poison 1")] }), 0);
+        const beside = listed.find((l) => "id" in l && l.id !== undefined) as { id: string };
+        assert.equal(
+          await letters.purge({ records: [record("poison 2")], ids: [beside.id] }),
+          2,
+        );
+        assert.equal(await redis.llen(keys.dead), 2);
       },
     );
 
