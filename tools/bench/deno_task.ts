@@ -51,7 +51,14 @@ export function consumerEnv(env: Record<string, string>): Record<string, string>
   return { ...env, PORT: String(freePort()) };
 }
 
-/** The reference server: the API's app without Redis, with the API's permissions. */
+/** The HTTP floor (`http_floor.ts`): `Deno.serve` + Hono answering 202, nothing else. */
+export const HTTP_FLOOR_COMMAND =
+  "deno run --cached-only --allow-net --allow-env tools/bench/http_floor.ts";
+
+/**
+ * A diagnostic, not a floor: the API's app without Redis (`reference_server.ts`), with the API's
+ * permissions.
+ */
 export const REFERENCE_SERVER_COMMAND =
   "deno run --cached-only --allow-net --allow-env tools/bench/reference_server.ts";
 
