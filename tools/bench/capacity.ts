@@ -1,5 +1,5 @@
 /**
- * Issue #11's capacity model. One machine of two cores cannot show a scaling
+ * The capacity model: users/s by units of each tier. One machine of two cores cannot show a scaling
  * curve, so the benchmark measures what each tier costs per user — CPU µs per
  * request for Traefik, the API and Redis (phase "traefik", our API behind
  * Traefik at the stack's defaults), CPU µs per row for the consumer,
