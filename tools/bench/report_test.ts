@@ -122,3 +122,39 @@ Deno.test("renderReport() has the capacity model when the run measured its costs
   assert.match(report, /\| 1,000,000 \| [\d,.]+ \| \d+ \| \d+ \(\d+, \d+\) \| \d+ \|/);
   assert.match(report, /Assumptions: /);
 });
+
+Deno.test("renderReport() gives each end-to-end rate's 503s by cause", async () => {
+  const results = await quickResults();
+  const e2e = results.endToEnd!;
+  const [run] = e2e.runs;
+  assert.match(renderReport(results, []), /\| 503s by cause \|/);
+  const refused = renderReport({
+    ...results,
+    endToEnd: {
+      ...e2e,
+      runs: [{
+        ...run!,
+        load: { ...run!.load, rejected: 6 },
+        refusals: {
+          total: 6,
+          traefik: 2,
+          api: { full: 0, unavailable: 3, unconfirmed: 0 },
+          unexplained: 1,
+        },
+      }],
+    },
+  }, []);
+  assert.match(
+    refused,
+    /\| Traefik 2, full 0, unavailable 3, unconfirmed 0, unexplained 1 \|/,
+  );
+  assert.match(refused, /\*\*1 of \d+ checks failed\*\*/);
+});
+
+Deno.test("renderReport() reads the drain against the drain floor over a consumer's connections", async () => {
+  const report = renderReport(await quickResults(), []);
+  assert.match(report, /\| drain floor \(before\) \| 20,000 \|/);
+  assert.match(report, /\| drain floor \(after\) \| 20,000 \|/);
+  assert.match(report, /on a client with a consumer's store options \(its 2 connections\)/);
+  assert.match(report, /\| the HTTP floor \(`http_floor\.ts`/);
+});
