@@ -1,5 +1,5 @@
 /**
- * Issue #11's capacity model. One machine of two cores cannot show a scaling
+ * The capacity model: users/s by units of each tier. One machine of two cores cannot show a scaling
  * curve, so the benchmark measures what each tier costs per user — CPU µs per
  * request for Traefik, the API and Redis (phase "traefik", our API behind
  * Traefik at the stack's defaults), CPU µs per row for the consumer,
@@ -33,7 +33,7 @@
  * @module
  */
 
-import { REFERENCE_BATCH } from "./drain.ts";
+import { FLOOR_BATCH } from "./drain.ts";
 import type { BenchResults } from "./results.ts";
 import { frontMicrosPerRequest } from "./through_traefik.ts";
 
@@ -161,7 +161,7 @@ export interface CapacityModel {
 export function capacityInputs(results: BenchResults): CapacityInputs | undefined {
   const front = results.traefik?.runs.queue;
   const drain = results.drain?.batch.find((r) =>
-    r.mode === "batch" && r.batchSize === REFERENCE_BATCH && r.replicas === 1
+    r.mode === "batch" && r.batchSize === FLOOR_BATCH && r.replicas === 1
   );
   if (!front?.length || drain === undefined) return undefined;
   const perRow = (cores: number) => cores / drain.rowsPerSecond * 1e6;

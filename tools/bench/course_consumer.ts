@@ -1,7 +1,7 @@
 /**
  * The course's own consumer, as its chapter on Redis message queues describes
- * it, for the drain phase's `course` run (issue #10: our consumer in single
- * mode must store users at least as fast as this): a loop that blocks on
+ * it, for the drain phase's `course` run (the target: our consumer in single
+ * mode stores users at least as fast as this): a loop that blocks on
  * BRPOP for one item of the course's list, parses `{ name }` from it and
  * INSERTs that one row into the course's table, then goes round again. One
  * item per round trip each way, no processing list, no acknowledgement, no

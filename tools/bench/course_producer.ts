@@ -1,8 +1,9 @@
 /**
  * The course's own producer, as its chapter on Redis message queues writes it,
  * for the `course` target of the ingest phase (directly) and of the traefik
- * phase (behind Traefik, one replica) (issue #10: our API must take users at
- * least as fast as this): a Hono app whose `POST /users` takes the name
+ * phase (behind Traefik, one replica) (the targets: our API takes users at
+ * least as fast as this behind the same Traefik, for no more CPU per request
+ * directly): a Hono app whose `POST /users` takes the name
  * from the JSON body, LPUSHes `{ name }` onto a Redis list with ioredis'
  * defaults and answers 202 "Accepted". Nothing else, on purpose: no
  * content-type check, no body limit, no validation, no id, no envelope, no

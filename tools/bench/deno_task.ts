@@ -51,7 +51,14 @@ export function consumerEnv(env: Record<string, string>): Record<string, string>
   return { ...env, PORT: String(freePort()) };
 }
 
-/** The reference server: the API's app without Redis, with the API's permissions. */
+/** The HTTP floor (`http_floor.ts`): `Deno.serve` + Hono answering 202, nothing else. */
+export const HTTP_FLOOR_COMMAND =
+  "deno run --cached-only --allow-net --allow-env tools/bench/http_floor.ts";
+
+/**
+ * A diagnostic, not a floor: the API's app without Redis (`reference_server.ts`), with the API's
+ * permissions.
+ */
 export const REFERENCE_SERVER_COMMAND =
   "deno run --cached-only --allow-net --allow-env tools/bench/reference_server.ts";
 
@@ -62,11 +69,11 @@ export const REFERENCE_SERVER_COMMAND =
 export const DIRECT_SERVER_COMMAND =
   "deno run --cached-only --allow-net --allow-env --allow-sys=hostname,osRelease,networkInterfaces tools/bench/direct_server.ts";
 
-/** The course's producer (issue #10's reference): Hono and ioredis, nothing else. */
+/** The course's producer (what the ingest targets compare with): Hono and ioredis, nothing else. */
 export const COURSE_PRODUCER_COMMAND =
   "deno run --cached-only --allow-net --allow-env tools/bench/course_producer.ts";
 
-/** The course's consumer (issue #10's drain reference): BRPOP, one INSERT per item. */
+/** The course's consumer (what single mode is compared with): BRPOP, one INSERT per item. */
 export const COURSE_CONSUMER_COMMAND =
   "deno run --cached-only --allow-net --allow-env --allow-sys=hostname,osRelease,networkInterfaces tools/bench/course_consumer.ts";
 

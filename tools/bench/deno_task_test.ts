@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import {
   COURSE_PRODUCER_COMMAND,
   denoRunArgs,
+  HTTP_FLOOR_COMMAND,
   REFERENCE_SERVER_COMMAND,
   taskCommand,
 } from "./deno_task.ts";
@@ -25,10 +26,15 @@ Deno.test("taskCommand() reads the server and consumer tasks from deno.json", ()
   assert.throws(() => taskCommand("nope"), /no such task/);
 });
 
-Deno.test("the course's producer runs with the reference server's permissions", () => {
+Deno.test("the course's producer and the HTTP floor run with the same permissions", () => {
   assert.deepEqual(
     denoRunArgs(COURSE_PRODUCER_COMMAND).slice(0, -1),
+    denoRunArgs(HTTP_FLOOR_COMMAND).slice(0, -1),
+  );
+  assert.deepEqual(
     denoRunArgs(REFERENCE_SERVER_COMMAND).slice(0, -1),
+    denoRunArgs(HTTP_FLOOR_COMMAND).slice(0, -1),
   );
   assert.equal(denoRunArgs(COURSE_PRODUCER_COMMAND).at(-1), "tools/bench/course_producer.ts");
+  assert.equal(denoRunArgs(HTTP_FLOOR_COMMAND).at(-1), "tools/bench/http_floor.ts");
 });

@@ -1,10 +1,12 @@
 /**
  * Phase 2, drain: how fast consumers move a preloaded backlog into table
  * `users`, in single mode and in batch mode (1 and 2 replicas, several
- * BATCH_SIZEs), next to a reference measured in the same run: the same rows
+ * BATCH_SIZEs), next to a floor measured in the same run: the same rows
  * inserted from memory by this process with the same statement
- * (`insertUsers`) in batches of 1000, one after the other on one connection,
- * which is what the database takes from this runtime without any queue.
+ * (`insertUsers`) in batches of 1000, over the connections a consumer opens
+ * (its store's client options: two) with the consumer's overlap — while one
+ * batch inserts on one connection, the next is sent on the other — which is
+ * what the database takes from this runtime without any queue.
  *
  * A drain is timed from the moment the first consumer takes its first batch
  * (so process start-up is not counted) to the moment the queue and every
@@ -15,8 +17,9 @@
  */
 
 import postgres from "postgres";
-import { queueKeys, RedisQueue } from "@users-pipeline/queue";
+import { queueKeys, RedisQueue, type UserEnvelope } from "@users-pipeline/queue";
 import { insertUsers } from "@users-pipeline/schema";
+import { storeClientOptions } from "@users-pipeline/consumer/postgres_store";
 import { REPO_DIR } from "@users-pipeline/harness/repo";
 import { waitFor } from "@users-pipeline/harness/wait";
 import { benchPostgresOptions, type BenchServices, freshQueueName } from "./bench_services.ts";
@@ -70,17 +73,19 @@ export interface DrainRun extends DrainSetup {
   readonly walBytesPerUser: number;
 }
 
-/** One timed reference insert. */
-export interface ReferenceRun {
+/** One timed floor insert. */
+export interface FloorRun {
   readonly users: number;
   readonly batch: number;
+  /** Statements in flight at once, each on a connection of its own. */
+  readonly overlap: number;
   readonly seconds: number;
   readonly rowsPerSecond: number;
 }
 
 /** Sizes of the drain phase. */
 export interface DrainPlan {
-  /** Backlog of each batch-mode drain and of the reference. */
+  /** Backlog of each batch-mode drain and of the floor. */
   readonly users: number;
   /** Backlog of the single-mode drain (single mode stores ~1 row per round trip). */
   readonly singleUsers: number;
@@ -94,9 +99,9 @@ export interface DrainPlan {
 export interface DrainResult {
   readonly plan: DrainPlan;
   /** Before and after the consumers' runs, to see drift. */
-  readonly references: readonly ReferenceRun[];
-  /** The mean of the references' rows/s. */
-  readonly referenceRowsPerSecond: number;
+  readonly floors: readonly FloorRun[];
+  /** The mean of the floors' rows/s. */
+  readonly floorRowsPerSecond: number;
   readonly single: DrainRun;
   /** The course's consumer on the same backlog as single mode, right after it. */
   readonly course: DrainRun;
@@ -106,8 +111,18 @@ export interface DrainResult {
   readonly singleProfile?: ProfileSummary;
 }
 
-/** The rows per statement of the reference: the consumer's default BATCH_SIZE. */
-export const REFERENCE_BATCH = 1_000;
+/** The rows per statement of the floor: the consumer's default BATCH_SIZE. */
+export const FLOOR_BATCH = 1_000;
+
+/**
+ * Statements the floor keeps in flight: the consumer's, which starts the
+ * insert of the batch it took early on its second connection while the one
+ * in progress runs (server-consumer/consumer.ts).
+ */
+export const FLOOR_OVERLAP = 2;
+
+/** The statement bound of the floor's client: far above what a batch takes. */
+const FLOOR_STATEMENT_TIMEOUT_MS = 60_000;
 
 /** Options of {@linkcode timeDrain}. */
 export interface TimeDrainOptions {
@@ -357,30 +372,57 @@ export async function timeCourseDrain(
 }
 
 /**
- * Inserts `count` users from memory with `insertUsers`, `batch` rows per
- * statement, one statement at a time on one connection, and times it.
+ * Calls `run` on `items` in chunks of `size`, in order, keeping at most
+ * `overlap` calls in flight: the next chunk is sent as soon as one call
+ * finishes. Over a client of `overlap` connections, each call in flight then
+ * has a connection of its own, as the consumer's inserts do.
  */
-export async function timeReferenceInsert(
+export async function runOverlapped<T>(
+  items: readonly T[],
+  options: { size: number; overlap: number },
+  run: (chunk: T[]) => Promise<unknown>,
+): Promise<void> {
+  const { size, overlap } = options;
+  const inFlight: Promise<unknown>[] = [];
+  for (let i = 0; i < items.length; i += size) {
+    if (inFlight.length === overlap) await inFlight.shift();
+    inFlight.push(run(items.slice(i, i + size)));
+  }
+  await Promise.all(inFlight);
+}
+
+/**
+ * The drain floor: inserts `count` users from memory with `insertUsers`,
+ * {@linkcode FLOOR_BATCH} rows per statement, on a client with the
+ * consumer's store options (its connections) and the consumer's overlap
+ * ({@linkcode FLOOR_OVERLAP} statements in flight, each on its own
+ * connection), and times it.
+ */
+export async function timeFloorInsert(
   services: BenchServices,
   count: number,
-  batch = REFERENCE_BATCH,
-): Promise<ReferenceRun> {
+): Promise<FloorRun> {
+  const batch = FLOOR_BATCH;
+  const overlap = FLOOR_OVERLAP;
   const users = benchUsers(count);
-  const sql = postgres(benchPostgresOptions(services.postgresServer.env, 1));
+  const options = storeClientOptions(FLOOR_STATEMENT_TIMEOUT_MS);
+  const sql = postgres({
+    ...benchPostgresOptions(services.postgresServer.env, options.max),
+    ...options,
+  });
   try {
-    // Warm up like the consumers: connected, statement prepared, code compiled.
-    await insertUsers(sql, benchUsers(batch));
+    // Warm up like the consumers: every connection open, the statement prepared, code compiled.
+    const insert = (rows: UserEnvelope[]) => insertUsers(sql, rows);
+    await runOverlapped(benchUsers(batch * overlap * 2), { size: batch, overlap }, insert);
     await services.resetTable();
     const start = performance.now();
-    for (let i = 0; i < users.length; i += batch) {
-      await insertUsers(sql, users.slice(i, i + batch));
-    }
+    await runOverlapped(users, { size: batch, overlap }, insert);
     const seconds = (performance.now() - start) / 1_000;
     const stored = await services.rowCount();
     if (stored !== count) {
-      throw new Error(`Cannot trust the reference: ${stored} of ${count} stored`);
+      throw new Error(`Cannot trust the drain floor: ${stored} of ${count} stored`);
     }
-    return { users: count, batch, seconds, rowsPerSecond: count / seconds };
+    return { users: count, batch, overlap, seconds, rowsPerSecond: count / seconds };
   } finally {
     await sql.end({ timeout: 5 });
   }
@@ -392,12 +434,12 @@ export function drainLabel(setup: Pick<DrainSetup, "mode" | "batchSize" | "repli
   return setup.mode === "single" ? "single" : `batch ${setup.batchSize} × ${setup.replicas}`;
 }
 
-function describe(run: DrainRun, reference: number): string {
+function describe(run: DrainRun, floor: number): string {
   return `${drainLabel(run).padEnd(15)} ${formatCount(run.users).padStart(9)} users in ${
     run.seconds.toFixed(2)
   } s: ${formatCount(run.rowsPerSecond).padStart(7)} rows/s (${
-    (run.rowsPerSecond / reference * 100).toFixed(0)
-  }% of the reference); cores: consumers ${run.consumerCores.toFixed(2)}, postgres ${
+    (run.rowsPerSecond / floor * 100).toFixed(0)
+  }% of the floor); cores: consumers ${run.consumerCores.toFixed(2)}, postgres ${
     run.postgresCores.toFixed(2)
   }, redis ${run.redisCores.toFixed(2)}; peak RSS ${run.peakRssMiB.toFixed(0)} MiB`;
 }
@@ -409,29 +451,29 @@ export async function runDrain(
   progress: Progress,
   workDir: string,
 ): Promise<DrainResult> {
-  const references: ReferenceRun[] = [];
-  const reference = async () => {
-    const run = await timeReferenceInsert(services, plan.users);
-    references.push(run);
+  const floors: FloorRun[] = [];
+  const floor = async () => {
+    const run = await timeFloorInsert(services, plan.users);
+    floors.push(run);
     progress.step(
-      `reference       ${formatCount(run.users).padStart(9)} rows in ${run.seconds.toFixed(2)} s: ${
+      `floor           ${formatCount(run.users).padStart(9)} rows in ${run.seconds.toFixed(2)} s: ${
         formatCount(run.rowsPerSecond).padStart(7)
-      } rows/s (insertUsers, ${run.batch} per statement)`,
+      } rows/s (insertUsers from memory, ${run.batch} per statement, ${run.overlap} in flight on ${run.overlap} connections)`,
     );
     return run.rowsPerSecond;
   };
-  let referenceRate = await reference();
+  let floorRate = await floor();
   const single = await timeDrain(services, {
     mode: "single",
     batchSize: 1,
     replicas: 1,
     users: plan.singleUsers,
   });
-  progress.step(describe(single, referenceRate));
+  progress.step(describe(single, floorRate));
   // Right after single mode, on the same backlog, so the two are read against each other.
   const course = await timeCourseDrain(services, plan.singleUsers);
   progress.step(
-    `${describe(course, referenceRate)}; single mode ${
+    `${describe(course, floorRate)}; single mode ${
       (single.rowsPerSecond / course.rowsPerSecond).toFixed(2)
     }× it`,
   );
@@ -445,26 +487,24 @@ export async function runDrain(
         users: plan.users,
       });
       batch.push(run);
-      progress.step(describe(run, referenceRate));
+      progress.step(describe(run, floorRate));
     }
   }
-  await reference();
-  referenceRate = references.reduce((sum, r) => sum + r.rowsPerSecond, 0) / references.length;
+  await floor();
+  floorRate = floors.reduce((sum, r) => sum + r.rowsPerSecond, 0) / floors.length;
 
   let profile: ProfileSummary | undefined;
   if (plan.profileUsers > 0) {
     const dir = await Deno.makeTempDir({ dir: workDir, prefix: "consumer-profile-" });
     await timeDrain(services, {
       mode: "batch",
-      batchSize: REFERENCE_BATCH,
+      batchSize: FLOOR_BATCH,
       replicas: 1,
       users: plan.profileUsers,
     }, { cpuProfileDir: dir });
     profile = await summariseProfileDir(dir, { repoUrl: `file://${REPO_DIR}/`, top: 12 });
     progress.step(
-      `profiled a consumer (batch ${REFERENCE_BATCH}) draining ${
-        formatCount(plan.profileUsers)
-      } users`,
+      `profiled a consumer (batch ${FLOOR_BATCH}) draining ${formatCount(plan.profileUsers)} users`,
     );
   }
   let singleProfile: ProfileSummary | undefined;
@@ -484,8 +524,8 @@ export async function runDrain(
   await services.resetTable();
   return {
     plan,
-    references,
-    referenceRowsPerSecond: referenceRate,
+    floors,
+    floorRowsPerSecond: floorRate,
     single,
     course,
     batch,

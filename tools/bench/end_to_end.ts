@@ -3,12 +3,14 @@
  * consumers, Redis, PostgreSQL, as `./stack up` runs it) under an open-model
  * load from oha (a fixed request rate, latency-corrected) at rising rates up
  * to Traefik's own ceiling on this machine: what Traefik in front of the
- * no-op reference server passes in closed loop (through_traefik.ts measures
+ * HTTP floor (`http_floor.ts`) passes in closed loop (through_traefik.ts measures
  * it; this phase measures it itself when that phase did not run). For each
  * rate: what was accepted and what was stored per second over the same
  * window, the largest backlog seen (LLEN polled during the run), and the
  * enqueue → stored latency computed in SQL from each row's
- * `stored_at - enqueued_at`.
+ * `stored_at - enqueued_at`, and the cause of every 503 (refusals.ts: Traefik's
+ * own by its body in oha's record of each answer, the API's by the code its
+ * replicas counted).
  *
  * The rates are fixed fractions of the ceiling (measured up to
  * the rate Traefik sustains, the latency bound at half of it), so a rate the
@@ -29,9 +31,16 @@ import { queueKeys, RedisQueue } from "@users-pipeline/queue";
 import { startTestStack } from "@users-pipeline/harness/services";
 import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { benchPostgresOptions } from "./bench_services.ts";
-import { REFERENCE_SERVER_COMMAND, startApi } from "./deno_task.ts";
+import { HTTP_FLOOR_COMMAND, startApi } from "./deno_task.ts";
 import { onInterrupt } from "./interrupt.ts";
 import { type LoadResult, runOha } from "./oha.ts";
+import {
+  describeRefusals,
+  explainRefusals,
+  read503BodyLengths,
+  readApiRefusals,
+  type Refusals,
+} from "./refusals.ts";
 import { startTraefikFront } from "./traefik_front.ts";
 import { readMachineCpu, readTreeCpuSeconds } from "./process_stats.ts";
 import { formatCount, type Progress } from "./progress.ts";
@@ -67,6 +76,8 @@ export interface RateRun {
   readonly latencyMs: { readonly p50: number; readonly p99: number; readonly max: number };
   /** Rows stored in the end, against 202s answered (they must match). */
   readonly stored: number;
+  /** Every 503 by cause, and those no record accounts for. */
+  readonly refusals: Refusals;
   /** CPU used during the run by each part, in cores; `machine` is everything on the machine. */
   readonly cores: Readonly<Record<CpuPart, number>>;
   readonly sustained: boolean;
@@ -135,7 +146,7 @@ export function openConnections(rate: number): number {
 }
 
 /**
- * Traefik's ceiling, measured here: the no-op reference server in
+ * Traefik's ceiling, measured here: the HTTP floor in
  * `replicas` replicas behind a Traefik configured as the stack's, oha in
  * closed loop (64 connections) for `seconds` after a 2 s warm-up; req/s.
  */
@@ -143,7 +154,7 @@ export async function measureCeiling(replicas: number, seconds: number): Promise
   const servers = await Promise.all(
     Array.from(
       { length: replicas },
-      (_, i) => startApi(`reference-${i + 1}`, REFERENCE_SERVER_COMMAND, { env: {} }),
+      (_, i) => startApi(`floor-${i + 1}`, HTTP_FLOOR_COMMAND, { env: {} }),
     ),
   );
   try {
@@ -166,7 +177,7 @@ export async function runEndToEnd(
   const ceilingSource = ceiling === undefined ? "own run" : "traefik phase";
   if (ceiling === undefined) {
     progress.step(
-      `Traefik's ceiling: ${plan.servers} no-op reference servers behind Traefik, oha closed loop for ${plan.ceilingSeconds} s`,
+      `Traefik's ceiling: ${plan.servers} HTTP floor servers behind Traefik, oha closed loop for ${plan.ceilingSeconds} s`,
     );
     ceiling = await measureCeiling(plan.servers, plan.ceilingSeconds);
   }
@@ -214,8 +225,12 @@ export async function runEndToEnd(
     >;
   };
 
+  const apiUrls = stack.ports.api.map((port) => `http://127.0.0.1:${port}`);
+  const recordDir = await Deno.makeTempDir({ prefix: "bench-e2e-answers-" });
   const measure = async (offered: number): Promise<RateRun> => {
     await sql`truncate users`;
+    const dbPath = `${recordDir}/${offered}.db`;
+    const refusedBefore = await readApiRefusals(apiUrls);
     const cpuBefore = await cpuNow();
     let maxBacklog = 0;
     let polling = true;
@@ -231,12 +246,18 @@ export async function runEndToEnd(
         rate: offered,
         seconds: plan.seconds,
         connections: openConnections(offered),
+        dbPath,
       });
     } finally {
       polling = false;
       await poller;
     }
     const cpuAfter = await cpuNow();
+    const refusals = explainRefusals(load.rejected, read503BodyLengths(dbPath), {
+      before: refusedBefore,
+      after: await readApiRefusals(apiUrls),
+    });
+    await Deno.remove(dbPath);
     const cores = Object.fromEntries(
       Object.entries(cpuAfter).map(([part, seconds]) => [
         part,
@@ -270,6 +291,7 @@ export async function runEndToEnd(
       endBacklog,
       latencyMs: { p50: row?.p50 ?? 0, p99: row?.p99 ?? 0, max: row?.max ?? 0 },
       stored: row?.stored ?? 0,
+      refusals,
       cores: { ...cores, generator: (load.cpuSeconds ?? 0) / load.seconds },
     };
     const run = { ...partial, sustained: isSustained(partial, plan.seconds) };
@@ -281,6 +303,8 @@ export async function runEndToEnd(
       }, enqueue→stored p50 ${run.latencyMs.p50.toFixed(1)} ms p99 ${
         run.latencyMs.p99.toFixed(1)
       } ms, not sent ${load.dropped}, non-202 ${load.rejected + load.failed}${
+        load.rejected === 0 ? "" : ` (503s: ${describeRefusals(refusals)})`
+      }${
         run.stored === load.accepted ? "" : `, STORED ${run.stored} ≠ ACCEPTED ${load.accepted}`
       } → ${run.sustained ? "sustained" : "not sustained"}; cores: ${
         Object.entries(run.cores).map(([part, n]) => `${part} ${n.toFixed(2)}`).join(", ")
@@ -307,5 +331,6 @@ export async function runEndToEnd(
   } finally {
     redis.disconnect();
     await sql.end({ timeout: 5 });
+    await Deno.remove(recordDir, { recursive: true }).catch(() => {});
   }
 }

@@ -37,6 +37,12 @@ Deno.test("isSustained() wants what was asked mostly sent, then accepted and sto
     endBacklog: 0,
     latencyMs: { p50: 5, p99: 20, max: 40 },
     stored: 10_000,
+    refusals: {
+      total: 0,
+      traefik: 0,
+      api: { full: 0, unavailable: 0, unconfirmed: 0 },
+      unexplained: 0,
+    },
     cores: { generator: 0, traefik: 0, api: 0, consumers: 0, redis: 0, postgres: 0, machine: 0 },
   };
   assert.equal(isSustained(base, 10), true);

@@ -14,6 +14,7 @@ import { type BenchServices, freshQueueName } from "./bench_services.ts";
 import { consumerEnv, startApi, startDenoProcess, taskCommand } from "./deno_task.ts";
 import { type DrainRun, timeDrain } from "./drain.ts";
 import { type LoadResult, runOha } from "./oha.ts";
+import { API_REFUSALS, type ApiRefusalCounts, readApiRefusals } from "./refusals.ts";
 import { benchUsers } from "./preload.ts";
 import { peakMiB, type RssSample, sampleRss } from "./process_stats.ts";
 import { formatCount, type Progress } from "./progress.ts";
@@ -55,6 +56,8 @@ export interface OverloadResult {
    */
   readonly stored: number;
   readonly maxLength: number;
+  /** The API's 503s during the overload by the code it answered (its own count). */
+  readonly refused: ApiRefusalCounts;
   readonly rssSamples: readonly RssSample[];
   /** Mean RSS over the second quarter of the run (after warm-up). */
   readonly earlyRssMiB: number;
@@ -144,6 +147,7 @@ async function overloadApi(
     })();
     let load: LoadResult;
     let samples: RssSample[];
+    const refusedBefore = await readApiRefusals([url]);
     try {
       load = await runOha(`${url}/users`, {
         rate: offeredRate,
@@ -155,6 +159,10 @@ async function overloadApi(
       await poller;
       samples = await sampler.stop();
     }
+    const refusedAfter = await readApiRefusals([url]);
+    const refused = Object.fromEntries(
+      API_REFUSALS.map((reason) => [reason, refusedAfter[reason] - refusedBefore[reason]]),
+    ) as Record<typeof API_REFUSALS[number], number>;
     await waitFor("the overload's backlog to be stored", async () => {
       if (!consumer.process.running) throw new Error(`consumer exited:\n${consumer.output.tail()}`);
       const depth = await queue.depth();
@@ -169,6 +177,7 @@ async function overloadApi(
       maxBacklog,
       stored,
       maxLength: plan.overloadMaxLength,
+      refused,
       rssSamples: samples,
       earlyRssMiB: meanRssBetween(samples, 0.25, 0.5),
       lateRssMiB: meanRssBetween(samples, 0.75, 1.01),

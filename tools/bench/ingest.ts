@@ -1,11 +1,15 @@
 /**
  * Phase 1, ingest: how many `POST /users` one API process answers with 202
- * under oha in closed loop (as fast as answers come back), in queue mode, next to references measured in the same run and interleaved
- * with it round by round (so drift on a shared machine hits them all alike):
- * the same app with an `accept` that does nothing (the HTTP limit of this
- * runtime for this request), the course's own producer (`course_producer.ts`,
- * issue #10: a bare LPUSH) and the same app in direct mode (`direct_server.ts`: the course's first version, one INSERT
- * per request).
+ * under oha in closed loop (as fast as answers come back), in queue mode,
+ * next to servers measured in the same run and interleaved with it round by
+ * round (so drift on a shared machine hits them all alike): the HTTP floor
+ * (`http_floor.ts`: `Deno.serve` + Hono answering 202, nothing else), which
+ * queue mode is read against; the course's own producer
+ * (`course_producer.ts`: a bare LPUSH); and two diagnostics that no target
+ * is read against: the API's app without Redis (`reference_server.ts`,
+ * which splits our cost between the app and the queue) and the same app in
+ * direct mode (`direct_server.ts`: the course's first version, one INSERT per
+ * request).
  *
  * @module
  */
@@ -18,6 +22,7 @@ import {
   type ApiProcess,
   COURSE_PRODUCER_COMMAND,
   DIRECT_SERVER_COMMAND,
+  HTTP_FLOOR_COMMAND,
   REFERENCE_SERVER_COMMAND,
   startApi,
   taskCommand,
@@ -28,10 +33,11 @@ import { formatCount, type Progress } from "./progress.ts";
 
 /**
  * The servers measured, in the order each round runs them: the queue mode
- * next to the references it is read against, direct mode last (its INSERTs
- * leave PostgreSQL work behind that should not land in the others' runs).
+ * next to the floor and the course's producer it is read against, then the
+ * diagnostics, direct mode last (its INSERTs leave PostgreSQL work behind
+ * that should not land in the others' runs).
  */
-export const INGEST_TARGETS = ["reference", "queue", "course", "direct"] as const;
+export const INGEST_TARGETS = ["floor", "queue", "course", "no_redis", "direct"] as const;
 
 /** One of the servers measured. */
 export type IngestTarget = typeof INGEST_TARGETS[number];
@@ -64,7 +70,7 @@ export interface IngestRun extends LoadResult {
   readonly postgresCores: number;
   /**
    * Users found queued (or stored, in direct mode) after the run, to check
-   * every 202 was kept; 0 for the reference, which keeps nothing.
+   * every 202 was kept; 0 for the floor and the app without Redis, which keep nothing.
    */
   readonly kept: number;
 }
@@ -75,9 +81,9 @@ export interface IngestResult {
   /** The load generator and its version (`oha 1.16.0`). */
   readonly generator: string;
   readonly runs: IngestRuns;
-  /** Median of the per-round ratios of queue to reference req/s. */
+  /** Median of the per-round ratios of queue to HTTP floor req/s. */
   readonly queueRatio: number;
-  /** Median of the per-round ratios of direct to reference req/s. */
+  /** Median of the per-round ratios of direct to HTTP floor req/s. */
   readonly directRatio: number;
   /**
    * Median of the per-round ratios of queue to the course's producer req/s
@@ -114,12 +120,12 @@ export function pairedRatio(
   );
 }
 
-/** A target's req/s as a share of the reference's (median of paired rounds). */
-export function shareOfReference(ingest: IngestResult, target: IngestTarget): number {
-  if (target === "reference") return 1;
+/** A target's req/s as a share of the HTTP floor's (median of paired rounds). */
+export function shareOfFloor(ingest: IngestResult, target: IngestTarget): number {
+  if (target === "floor") return 1;
   if (target === "queue") return ingest.queueRatio;
   if (target === "direct") return ingest.directRatio;
-  return pairedRatio(ingest.runs[target], ingest.runs.reference);
+  return pairedRatio(ingest.runs[target], ingest.runs.floor);
 }
 
 /** A CPU figure per request, in µs: the median over a target's runs. */
@@ -128,6 +134,15 @@ export function cpuMicrosPerRequest(
   process: "serverCores" | "redisCores",
 ): number {
   return median(runs.map((r) => r[process] / r.requestsPerSecond * 1e6));
+}
+
+/**
+ * The CPU one request costs the server and Redis together, in µs: the median
+ * over a target's runs (a server that pushes less to Redis is not counted
+ * cheaper for it).
+ */
+export function apiAndRedisMicrosPerRequest(runs: readonly IngestRun[]): number {
+  return median(runs.map((r) => (r.serverCores + r.redisCores) / r.requestsPerSecond * 1e6));
 }
 
 /** The run with the median req/s (the lower middle one for an even count). */
@@ -147,7 +162,9 @@ interface Server {
 /** The command that starts `target`. */
 function commandOf(target: IngestTarget): string {
   switch (target) {
-    case "reference":
+    case "floor":
+      return HTTP_FLOOR_COMMAND;
+    case "no_redis":
       return REFERENCE_SERVER_COMMAND;
     case "course":
       return COURSE_PRODUCER_COMMAND;
@@ -190,7 +207,7 @@ async function measure(
   const result = await runOha(url, { seconds: plan.seconds, connections: plan.connections });
   const cpu = ((await readCpuSeconds(server.process.pid)) ?? 0) - cpuBefore;
   const serversAfter = await services.serverCpuSeconds();
-  const kept = server.target === "reference"
+  const kept = server.target === "floor" || server.target === "no_redis"
     ? 0
     : server.target === "direct"
     ? await services.rowCount()
@@ -278,23 +295,21 @@ export async function runIngest(
   const result: IngestResult = {
     plan,
     generator,
-    runs: {
-      reference: runs.reference,
-      queue: runs.queue,
-      direct: runs.direct,
-      course: runs.course,
-    },
-    queueRatio: pairedRatio(runs.queue, runs.reference),
-    directRatio: pairedRatio(runs.direct, runs.reference),
+    runs,
+    queueRatio: pairedRatio(runs.queue, runs.floor),
+    directRatio: pairedRatio(runs.direct, runs.floor),
     courseRatio: pairedRatio(runs.queue, runs.course),
     profile,
   };
   progress.step(
-    `queue mode: ${(result.queueRatio * 100).toFixed(0)}% of the reference, ${
+    `queue mode: ${(result.queueRatio * 100).toFixed(0)}% of the HTTP floor, ${
       result.courseRatio.toFixed(2)
-    }× the course's producer; direct mode: ${
+    }× the course's producer's req/s, ${
+      (apiAndRedisMicrosPerRequest(runs.queue) / apiAndRedisMicrosPerRequest(runs.course))
+        .toFixed(2)
+    }× its API + Redis CPU per request; direct mode: ${
       (result.directRatio * 100).toFixed(0)
-    }% of the reference`,
+    }% of the HTTP floor`,
   );
   return result;
 }

@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
 import {
+  apiAndRedisMicrosPerRequest,
   cpuMicrosPerRequest,
   INGEST_TARGETS,
   median,
   pairedRatio,
-  shareOfReference,
+  shareOfFloor,
 } from "./ingest.ts";
 import { quickResultsWithComparisons } from "./testdata/fixtures.ts";
 
@@ -25,19 +26,23 @@ Deno.test("pairedRatio() is the median of the per-round ratios, not the ratio of
   assert.ok(Number.isNaN(pairedRatio([], rps(100))));
 });
 
-Deno.test("the ingest rounds measure queue mode next to every reference, direct mode last", () => {
-  assert.deepEqual(INGEST_TARGETS, ["reference", "queue", "course", "direct"]);
+Deno.test("the ingest rounds measure queue mode next to the floor and the course's, direct mode last", () => {
+  assert.deepEqual(INGEST_TARGETS, ["floor", "queue", "course", "no_redis", "direct"]);
 });
 
-Deno.test("shareOfReference() reads each target against the reference", async () => {
+Deno.test("shareOfFloor() reads each target against the HTTP floor", async () => {
   const results = await quickResultsWithComparisons({ course: 1.25 });
   const ingest = results.ingest!;
-  assert.equal(shareOfReference(ingest, "reference"), 1);
-  assert.equal(shareOfReference(ingest, "queue"), ingest.queueRatio);
-  assert.equal(shareOfReference(ingest, "direct"), ingest.directRatio);
+  assert.equal(shareOfFloor(ingest, "floor"), 1);
+  assert.equal(shareOfFloor(ingest, "queue"), ingest.queueRatio);
+  assert.equal(shareOfFloor(ingest, "direct"), ingest.directRatio);
+  assert.equal(
+    shareOfFloor(ingest, "no_redis"),
+    pairedRatio(ingest.runs.no_redis, ingest.runs.floor),
+  );
   // Queue is 1.25× the course, so the course is queue's share divided by 1.25.
-  const queueShare = pairedRatio(ingest.runs.queue, ingest.runs.reference);
-  assert.ok(Math.abs(shareOfReference(ingest, "course") - queueShare / 1.25) < 1e-9);
+  const queueShare = pairedRatio(ingest.runs.queue, ingest.runs.floor);
+  assert.ok(Math.abs(shareOfFloor(ingest, "course") - queueShare / 1.25) < 1e-9);
 });
 
 Deno.test("cpuMicrosPerRequest() is CPU time over requests, in µs, median over runs", () => {
@@ -48,4 +53,14 @@ Deno.test("cpuMicrosPerRequest() is CPU time over requests, in µs, median over 
   const runs = [run(0.9, 0.3, 30_000), run(1, 0.2, 20_000), run(0.8, 0.4, 40_000)];
   assert.equal(cpuMicrosPerRequest(runs, "serverCores"), 30);
   assert.equal(cpuMicrosPerRequest(runs, "redisCores"), 10);
+});
+
+Deno.test("apiAndRedisMicrosPerRequest() counts the server's and Redis's CPU together", () => {
+  const run = (serverCores: number, redisCores: number, requestsPerSecond: number) =>
+    ({ serverCores, redisCores, requestsPerSecond }) as Parameters<
+      typeof apiAndRedisMicrosPerRequest
+    >[0][number];
+  // 40, 60 and 30 µs per request: the median is 40, whichever process spent it.
+  const runs = [run(0.6, 0.2, 20_000), run(0.3, 0.9, 20_000), run(0.9, 0.3, 40_000)];
+  assert.equal(apiAndRedisMicrosPerRequest(runs), 40);
 });

@@ -1,18 +1,20 @@
 /**
- * The benchmark of issue #4: every phase on real processes, each figure next
- * to a reference measured in the same run, then `report.md` (Markdown tables),
+ * The benchmark: every phase on real processes, each figure next to a floor
+ * (or the course's own code) measured in the same run, then `report.md` (Markdown tables),
  * `chart.svg` (Vega-Lite rendered headless) and `results.json` (every figure)
  * in the output dir.
  *
- * 1. Ingest: `POST /users` on one API process in queue mode, against the same
- *    app without Redis, the course's own producer, the same app in direct
- *    mode (an INSERT per request); oha in closed loop.
- * 1b. Traefik: the same through Traefik (oha): its ceiling (the no-op server
+ * 1. Ingest: `POST /users` on one API process in queue mode, against the
+ *    HTTP floor (`http_floor.ts`) and the course's own producer, beside two
+ *    diagnostics (the same app without Redis, and in direct mode: an INSERT
+ *    per request); oha in closed loop.
+ * 1b. Traefik: the same through Traefik (oha): its ceiling (the HTTP floor
  *    behind it), our API at the stack's defaults, the course's producer.
- * 2. Drain: consumers in single and batch mode against `insertUsers` from
- *    memory, and the course's own consumer next to single mode.
+ * 2. Drain: consumers in single and batch mode against the drain floor
+ *    (`insertUsers` from memory over a consumer's connections, overlapped as
+ *    it overlaps), and the course's own consumer next to single mode.
  * 3. End to end: the native stack through Traefik at open-model rates up to
- *    Traefik's ceiling (oha).
+ *    Traefik's ceiling (oha), each 503 given its cause.
  * 4. Growth: consumer memory and speed against backlog size; API memory under
  *    2× overload with a small QUEUE_MAX_LENGTH (oha, open model).
  *
@@ -22,7 +24,7 @@
  *
  * `--quick` (CI) runs every phase small and short, in about two minutes, and
  * writes to tools/bench/results/quick/ so it never overwrites the full run's
- * tools/bench/results/; `--capacity` runs what issue #11's capacity model
+ * tools/bench/results/; `--capacity` runs what the capacity model
  * needs (the traefik phase and a drain) and writes its report, with the model, to
  * tools/bench/results/capacity/ (every run whose results allow it has the
  * model in its report); `--only ingest,traefik,drain,e2e,growth` runs some phases;
@@ -30,7 +32,7 @@
  * (after a change to them). Reads env: PATH, HOME, STACK_TOOLS_DIR,
  * STACK_PG_BIN_DIR. Exits 1 if a phase
  * fails or a check fails (checks.ts: a 202 not kept, an answer neither 202 nor
- * an expected 503); a target that is not met is
+ * a 503 whose cause is recorded); a target that is not met is
  * reported, not an error (a busy machine must not fail CI).
  *
  * @module
@@ -251,7 +253,7 @@ async function main(args: BenchArgs): Promise<boolean> {
         };
       }
       if (args.phases.includes("drain")) {
-        progress.phase("2. drain: consumers against insertUsers from memory");
+        progress.phase("2. drain: consumers against the drain floor (insertUsers from memory)");
         results = { ...results, drain: await runDrain(services, plan.drain, progress, workDir) };
       }
       if (args.phases.includes("growth")) {

@@ -95,6 +95,11 @@ export interface OhaOptions {
   connections?: number;
   /** The oha program. @default "oha" */
   command?: string;
+  /**
+   * Record every answer's status and body length in this SQLite file (oha's `--db-url`, table
+   * `oha`), to tell whose each 503 was (refusals.ts). @default none
+   */
+  dbPath?: string;
 }
 
 /** The body every request sends: the course's curl's. */
@@ -102,7 +107,7 @@ export const POST_BODY = '{"name": "Queueing"}';
 
 /** oha's arguments for a run of `POST <url>` (exported for the test). */
 export function ohaArgs(url: string, options: OhaOptions): string[] {
-  const { seconds, rate, connections = 64 } = options;
+  const { seconds, rate, connections = 64, dbPath } = options;
   return [
     "--no-tui",
     "--output-format",
@@ -115,6 +120,7 @@ export function ohaArgs(url: string, options: OhaOptions): string[] {
     // have accepted it, and stored = accepted counts every one.
     "--wait-ongoing-requests-after-deadline",
     ...(rate === undefined ? [] : ["-q", String(rate), "--latency-correction"]),
+    ...(dbPath === undefined ? [] : ["--db-url", dbPath]),
     "-t",
     "10s",
     "-m",

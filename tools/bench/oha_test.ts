@@ -56,6 +56,15 @@ Deno.test("ohaArgs() is closed loop without a rate and latency-corrected open mo
   assert.equal(open.at(-1), "http://127.0.0.1:1/users");
 });
 
+Deno.test("ohaArgs() records every answer in SQLite only when asked", () => {
+  assert.ok(!ohaArgs("http://127.0.0.1:1/users", { seconds: 1 }).includes("--db-url"));
+  const args = ohaArgs("http://127.0.0.1:1/users", { seconds: 1, dbPath: "/tmp/run.db" });
+  assert.deepEqual(args.slice(args.indexOf("--db-url"), args.indexOf("--db-url") + 2), [
+    "--db-url",
+    "/tmp/run.db",
+  ]);
+});
+
 Deno.test("parseChildTimes() adds the children's user and system time of bash's times", () => {
   assert.equal(parseChildTimes("0m0.002s 0m0.001s\n1m2.500s 0m0.250s\n"), 62.75);
   assert.throws(() => parseChildTimes("oops"), /Cannot read the load generator's CPU time/);

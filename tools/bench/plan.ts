@@ -23,7 +23,7 @@ export interface BenchPlan {
   readonly growth: GrowthPlan;
 }
 
-/** The full run: the sizes. */
+/** The full run: the evidence's sizes. */
 export const FULL_PLAN: BenchPlan = {
   variant: "full",
   ingest: {

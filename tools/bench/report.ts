@@ -1,6 +1,6 @@
 /**
  * Writing one run's results as Markdown: the targets first, then a table per
- * phase with every figure next to its same-run reference, the profiles' top
+ * phase with every figure next to its same-run floor, the profiles' top
  * frames, and how the figures were taken.
  *
  * @module
@@ -8,9 +8,10 @@
 
 import { type Check, checkResults } from "./checks.ts";
 import type { ProfileSummary } from "./cpu_profile.ts";
-import { drainLabel, type DrainRun, REFERENCE_BATCH } from "./drain.ts";
+import { drainLabel, type DrainRun, FLOOR_BATCH } from "./drain.ts";
 import { rssWhenDone } from "./growth.ts";
 import {
+  apiAndRedisMicrosPerRequest,
   cpuMicrosPerRequest,
   INGEST_TARGETS,
   type IngestResult,
@@ -19,7 +20,7 @@ import {
   median,
   medianRun,
   pairedRatio,
-  shareOfReference,
+  shareOfFloor,
 } from "./ingest.ts";
 import { formatCount } from "./progress.ts";
 import type { BenchResults } from "./results.ts";
@@ -92,10 +93,12 @@ function targetsSection(verdicts: readonly TargetVerdict[]): string {
 /** A target's name in the tables. */
 export function ingestLabel(target: IngestTarget): string {
   switch (target) {
-    case "reference":
-      return "reference (same app, `accept` does nothing)";
+    case "floor":
+      return "the HTTP floor (`http_floor.ts`: Deno.serve + Hono, 202 after reading the body, nothing else)";
     case "queue":
       return "**API, queue mode**";
+    case "no_redis":
+      return "diagnostic, not a floor: the API's app without Redis (`reference_server.ts`: metrics, validation, id; `accept` does nothing)";
     case "course":
       return "the course's producer (`course_producer.ts`: LPUSH, nothing else)";
     case "direct":
@@ -104,8 +107,9 @@ export function ingestLabel(target: IngestTarget): string {
 }
 
 /**
- * Issue #10's comparison: queue mode against the course's producer, by req/s
- * in the same rounds and by CPU per request of the API process and of Redis.
+ * The comparison with the course: queue mode against the course's producer,
+ * by req/s in the same rounds and by CPU per request of the API process and
+ * of Redis, each alone and together (the target).
  */
 function comparisonLines(ingest: IngestResult): string[] {
   const { queue, course } = ingest.runs;
@@ -124,6 +128,7 @@ function comparisonLines(ingest: IngestResult): string[] {
         "queue / it",
         "API CPU µs/request (queue vs it)",
         "Redis CPU µs/request (queue vs it)",
+        "API + Redis µs/request: queue / it",
       ],
       [[
         "the course's producer",
@@ -131,8 +136,9 @@ function comparisonLines(ingest: IngestResult): string[] {
         `${ingest.courseRatio.toFixed(2)}×`,
         `${micros(queue, "serverCores")} vs ${micros(course, "serverCores")}`,
         `${micros(queue, "redisCores")} vs ${micros(course, "redisCores")}`,
+        `${(apiAndRedisMicrosPerRequest(queue) / apiAndRedisMicrosPerRequest(course)).toFixed(2)}×`,
       ]],
-      ["left", "right", "right", "right", "right"],
+      ["left", "right", "right", "right", "right", "right"],
     ),
     "",
     "The course's producer is its chapter's `POST /users` as written: the name from the JSON body, LPUSHed as `{ name }` onto one list with ioredis' defaults, 202 \"Accepted\" — no content-type check, body limit, validation, id, envelope, queue bound or deadline, which the queue mode pays for. It runs directly here; section 1b measures it behind Traefik.",
@@ -142,7 +148,7 @@ function comparisonLines(ingest: IngestResult): string[] {
 function ingestSection(results: BenchResults): string {
   const ingest = results.ingest!;
   const { plan } = ingest;
-  const reference = median(ingest.runs.reference.map((r) => r.requestsPerSecond));
+  const floor = median(ingest.runs.floor.map((r) => r.requestsPerSecond));
   const targets = INGEST_TARGETS.map((target) => ({ target, runs: ingest.runs[target] }));
   const rows = targets.map(({ target, runs }) => {
     const run = medianRun(runs);
@@ -150,7 +156,7 @@ function ingestSection(results: BenchResults): string {
     return [
       ingestLabel(target),
       formatCount(median(runs.map((r) => r.requestsPerSecond))),
-      pct(shareOfReference(ingest, target)),
+      pct(shareOfFloor(ingest, target)),
       ms(run.latencyMs.p50),
       ms(run.latencyMs.p99),
       errors,
@@ -161,8 +167,8 @@ function ingestSection(results: BenchResults): string {
       cores(run.postgresCores),
     ];
   });
-  const others = targets.filter(({ target }) => target !== "reference");
-  const rounds = ingest.runs.reference.map((ref, i) => [
+  const others = targets.filter(({ target }) => target !== "floor");
+  const rounds = ingest.runs.floor.map((ref, i) => [
     i + 1,
     formatCount(ref.requestsPerSecond),
     ...others.flatMap(({ runs }) => [
@@ -170,9 +176,8 @@ function ingestSection(results: BenchResults): string {
       pct((runs[i]?.requestsPerSecond ?? 0) / ref.requestsPerSecond),
     ]),
   ]);
-  const cpuPerRequest = (target: "reference" | "queue") =>
+  const cpuPerRequest = (target: IngestTarget) =>
     median(ingest.runs[target].map((r) => r.serverCores / r.requestsPerSecond * 1e6));
-  const cpuRatio = cpuPerRequest("reference") / cpuPerRequest("queue");
   const kept = ingest.runs.queue.map((r) => `${r.kept}/${r.accepted}`).join(", ");
   const lost = ingest.runs.queue.filter((r) => r.kept < r.accepted).length;
   const extra = ingest.runs.queue.filter((r) => r.kept > r.accepted).length;
@@ -183,7 +188,7 @@ function ingestSection(results: BenchResults): string {
       [
         "Server",
         "req/s",
-        "of reference",
+        "of the HTTP floor",
         "p50 ms",
         "p99 ms",
         "non-202",
@@ -200,8 +205,8 @@ function ingestSection(results: BenchResults): string {
     markdownTable(
       [
         "Round",
-        "reference req/s",
-        ...others.flatMap(({ target }) => [`${target} req/s`, `${target}/ref`]),
+        "floor req/s",
+        ...others.flatMap(({ target }) => [`${target} req/s`, `${target}/floor`]),
       ],
       rounds,
       Array(2 + 2 * others.length).fill("right"),
@@ -209,11 +214,11 @@ function ingestSection(results: BenchResults): string {
     "",
     `By CPU per request, the steadier figure, queue mode costs the API ${
       cpuPerRequest("queue").toFixed(1)
-    } µs per request against the reference's ${
-      cpuPerRequest("reference").toFixed(1)
-    } µs: a CPU-bound API answers ${
-      pct(cpuRatio)
-    } of the reference's requests per core-second (Redis's own CPU, on the other core, not counted).`,
+    } µs per request against the HTTP floor's ${
+      cpuPerRequest("floor").toFixed(1)
+    } µs, and the API's app without Redis (a diagnostic: our code with the queue taken out, so never a target's reference) ${
+      cpuPerRequest("no_redis").toFixed(1)
+    } µs: what lies between the floor and the app is the app's own work, what lies between the app and queue mode is the queue's.`,
     "",
     `${
       lost === 0
@@ -225,9 +230,9 @@ function ingestSection(results: BenchResults): string {
         : ""
     }.`,
     "",
-    `Reference: ${
-      formatCount(reference)
-    } req/s is what \`Deno.serve\` + Hono sustain for this exact request on this machine while the generator shares it; "cores" is CPU time during the run divided by its length (1.00 = one core busy), and "server CPU µs/request" is the server's CPU time divided by the requests it answered: the steadiest figure on a shared machine, since it does not depend on how much CPU the scheduler gave the server.`,
+    `HTTP floor: ${
+      formatCount(floor)
+    } req/s is what \`Deno.serve\` + Hono sustain answering this request with 202 and doing nothing else, on this machine while the generator shares it; "cores" is CPU time during the run divided by its length (1.00 = one core busy), and "server CPU µs/request" is the server's CPU time divided by the requests it answered: the steadiest figure on a shared machine, since it does not depend on how much CPU the scheduler gave the server.`,
     ...comparisonLines(ingest),
   ];
   return lines.join("\n");
@@ -237,7 +242,7 @@ function ingestSection(results: BenchResults): string {
 function frontLabel(target: FrontTarget, replicas: number): string {
   switch (target) {
     case "ceiling":
-      return `Traefik's ceiling: the no-op reference × ${replicas}`;
+      return `Traefik's ceiling: the HTTP floor × ${replicas}`;
     case "queue":
       return `**our API, queue mode × ${replicas}** (the stack's defaults)`;
     case "course":
@@ -276,7 +281,7 @@ function traefikSection(results: BenchResults): string {
     }×`,
   ]);
   return [
-    `Each setup behind a Traefik of its own, configured as the native stack's (traefik/traefik.yml, the file-provider route with its /readyz health check); oha in closed loop (${plan.connections} connections, each request sent when the previous answer came back), ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up; the setups take turns, ${plan.rounds} round(s). The ceiling is what Traefik passes to a server that does nothing: every other setup is read as a share of it, and the end-to-end ladder climbs to it. CPU µs per request is each process's CPU time over the requests answered (the median over the rounds); "Traefik + API + Redis" is what one user costs on the way in.`,
+    `Each setup behind a Traefik of its own, configured as the native stack's (traefik/traefik.yml, the file-provider route with its /readyz health check); oha in closed loop (${plan.connections} connections, each request sent when the previous answer came back), ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up; the setups take turns, ${plan.rounds} round(s). The ceiling is what Traefik passes to the HTTP floor (\`http_floor.ts\`: 202 after reading the body, nothing else): every other setup is read as a share of it, and the end-to-end ladder climbs to it. CPU µs per request is each process's CPU time over the requests answered (the median over the rounds); "Traefik + API + Redis" is what one user costs on the way in.`,
     "",
     markdownTable(
       [
@@ -302,7 +307,7 @@ function traefikSection(results: BenchResults): string {
       Array(5).fill("right"),
     ),
     "",
-    `**Against the course's producer behind the same Traefik** (issue #10): our API at the stack's defaults took ${
+    `**Against the course's producer behind the same Traefik**: our API at the stack's defaults took ${
       t.courseRatio.toFixed(2)
     }× the course's req/s (median of the per-round ratios), ${
       pct(t.ceilingRatio)
@@ -338,7 +343,7 @@ function courseCostSection(results: BenchResults): string | undefined {
   const drain = results.drain;
   if (!t || !drain) return undefined;
   const batch = drain.batch.find((r) =>
-    r.mode === "batch" && r.batchSize === REFERENCE_BATCH && r.replicas === 1
+    r.mode === "batch" && r.batchSize === FLOOR_BATCH && r.replicas === 1
   );
   const perRow = (run: DrainRun, cores: number) => cores / run.rowsPerSecond * 1e6;
   const ways = (runs: readonly FrontRun[], out: DrainRun | undefined) => {
@@ -383,7 +388,7 @@ function courseCostSection(results: BenchResults): string | undefined {
   ].join("\n");
 }
 
-/** Issue #11's capacity model from this run's costs; undefined when the run lacks them. */
+/** The capacity model from this run's costs; undefined when the run lacks them. */
 function capacitySection(results: BenchResults): string | undefined {
   const inputs = capacityInputs(results);
   if (inputs === undefined) return undefined;
@@ -393,7 +398,7 @@ function capacitySection(results: BenchResults): string | undefined {
   const units = [1, 2, 4, 8, 16, 32, 64];
   const scaling = scalingRows(model, units);
   return [
-    `Costs per user measured in this run (the traefik phase's runs of our API: Traefik, API replicas and Redis per request; the drain of batch ${REFERENCE_BATCH} × 1: consumer, PostgreSQL and Redis per row, Redis memory per queued user), scaled linearly per tier with each unit used up to ${util}. A Deno process (an API replica, a consumer) runs its JavaScript on one thread, so it holds about one core; a Redis shard executes commands on one thread; PostgreSQL is one primary that takes every row. Consumers are counted from the rows/s one consumer stored, not from its CPU: it spends most of its time waiting on round trips.`,
+    `Costs per user measured in this run (the traefik phase's runs of our API: Traefik, API replicas and Redis per request; the drain of batch ${FLOOR_BATCH} × 1: consumer, PostgreSQL and Redis per row, Redis memory per queued user), scaled linearly per tier with each unit used up to ${util}. A Deno process (an API replica, a consumer) runs its JavaScript on one thread, so it holds about one core; a Redis shard executes commands on one thread; PostgreSQL is one primary that takes every row. Consumers are counted from the rows/s one consumer stored, not from its CPU: it spends most of its time waiting on round trips.`,
     "",
     markdownTable(
       ["Tier", "CPU µs per user", "users/s per unit", "unit"],
@@ -491,14 +496,14 @@ function capacitySection(results: BenchResults): string | undefined {
 
 function drainSection(results: BenchResults): string {
   const drain = results.drain!;
-  const reference = drain.referenceRowsPerSecond;
+  const floor = drain.floorRowsPerSecond;
   const single = drain.single.rowsPerSecond;
   const row = (run: DrainRun) => [
     drainLabel(run),
     formatCount(run.users),
     run.seconds.toFixed(2),
     formatCount(run.rowsPerSecond),
-    pct(run.rowsPerSecond / reference),
+    pct(run.rowsPerSecond / floor),
     run.mode === "single"
       ? "1×"
       : `${(run.rowsPerSecond / single).toFixed(run.mode === "course" ? 2 : 0)}×`,
@@ -511,12 +516,12 @@ function drainSection(results: BenchResults): string {
     run.redisBytesPerUser.toFixed(0),
     run.peakRssMiB.toFixed(0),
   ];
-  const references = drain.references.map((r, i) => [
-    i === 0 ? "reference (before)" : "reference (after)",
+  const floors = drain.floors.map((r, i) => [
+    i === 0 ? "drain floor (before)" : "drain floor (after)",
     formatCount(r.users),
     r.seconds.toFixed(2),
     formatCount(r.rowsPerSecond),
-    pct(r.rowsPerSecond / reference),
+    pct(r.rowsPerSecond / floor),
     ...Array<string>(9).fill(""),
   ]);
   return [
@@ -524,9 +529,11 @@ function drainSection(results: BenchResults): string {
       formatCount(drain.plan.users)
     } users pushed to a staging list (RedisQueue.enqueue, 1000 per push) and RENAMEd onto the queue in one step. Timed from the first batch taken until the queue and every processing list are empty (the last batch committed and acknowledged); then the table is checked to hold every user. Single mode drains a smaller backlog of ${
       formatCount(drain.plan.singleUsers)
-    } users (one row per round trip); rows/s is comparable. The reference inserts the same number of rows from memory with \`insertUsers\` (schema/users_table.ts), ${
-      drain.references[0]?.batch ?? 1000
-    } rows per statement, one statement at a time on one warmed-up connection, before and after the consumers' runs; their mean is the 100%. Cores are CPU time during the drain over its length, for the consumers, all of PostgreSQL's processes and Redis.`,
+    } users (one row per round trip); rows/s is comparable. The drain floor inserts the same number of rows from memory with \`insertUsers\` (schema/users_table.ts), ${
+      drain.floors[0]?.batch ?? FLOOR_BATCH
+    } rows per statement, on a client with a consumer's store options (its ${
+      drain.floors[0]?.overlap ?? 2
+    } connections) and a consumer's overlap (the next statement sent while the previous one runs, each on its own warmed-up connection), before and after the consumers' runs; their mean is the 100%. Cores are CPU time during the drain over its length, for the consumers, all of PostgreSQL's processes and Redis.`,
     "",
     markdownTable(
       [
@@ -534,7 +541,7 @@ function drainSection(results: BenchResults): string {
         "users",
         "seconds",
         "rows/s",
-        "of reference",
+        "of the drain floor",
         "of single",
         "consumer cores",
         "postgres cores",
@@ -546,7 +553,7 @@ function drainSection(results: BenchResults): string {
         "peak RSS MiB",
       ],
       [
-        ...references,
+        ...floors,
         row(drain.single),
         row(drain.course),
         ...drain.batch.map(row),
@@ -554,7 +561,7 @@ function drainSection(results: BenchResults): string {
       ["left", ...Array<Align>(13).fill("right")],
     ),
     "",
-    `**Against the course's consumer** (issue #10): \`course_consumer.ts\`, the chapter's loop — BRPOP one item, INSERT its name into the course's own table (\`id serial, name\`), repeat; no processing list, acknowledgement, recovery or dead letters — drained the same ${
+    `**Against the course's consumer**: \`course_consumer.ts\`, the chapter's loop — BRPOP one item, INSERT its name into the course's own table (\`id serial, name\`), repeat; no processing list, acknowledgement, recovery or dead letters — drained the same ${
       formatCount(drain.course.users)
     } users right after single mode, timed the same way (from the first item taken until the list is empty and every row is in). Single mode stored ${
       (drain.single.rowsPerSecond / drain.course.rowsPerSecond).toFixed(2)
@@ -576,6 +583,9 @@ function endToEndSection(results: BenchResults): string {
     ms(r.latencyMs.max),
     r.load.dropped,
     r.load.rejected + r.load.failed,
+    r.load.rejected === 0
+      ? "—"
+      : `Traefik ${r.refusals.traefik}, full ${r.refusals.api.full}, unavailable ${r.refusals.api.unavailable}, unconfirmed ${r.refusals.api.unconfirmed}, unexplained ${r.refusals.unexplained}`,
     r.stored === r.load.accepted ? "all" : `${r.stored}/${r.load.accepted}`,
     r.sustained ? "yes" : "no",
   ]);
@@ -590,9 +600,9 @@ function endToEndSection(results: BenchResults): string {
       e2e.plan.fractions.map((f) => `${f * 100}%`).join(", ")
     } of Traefik's ceiling, ${formatCount(e2e.ceiling)} req/s (${
       e2e.ceilingSource === "own run"
-        ? "measured by this phase: the no-op reference behind Traefik, oha in closed loop"
+        ? "measured by this phase: the HTTP floor behind Traefik, oha in closed loop"
         : "the traefik phase's median"
-    }): the rate Traefik itself passes on this machine, so rates the stack cannot sustain are measured too (their excess waits in the queue, and every 202 must still be stored). Between rates the backlog drains and the table is truncated. Stored/s counts the rows stored by the time of the last enqueue, over the first-to-last-enqueue window; latency is \`stored_at - enqueued_at\` of every row, in SQL. Sustained = ≥ 99% of the requests sent answered 202 and stored/s ≥ 98% of accepted/s, with oha having sent ≥ 95% of what was asked ("not sent": requests it could not send in the time, with every connection busy; the \`oha\` CPU column shows what the load cost to make, the \`machine\` column how busy the machine was, other tenants included).`,
+    }): the rate Traefik itself passes on this machine, so rates the stack cannot sustain are measured too (their excess waits in the queue, and every 202 must still be stored). Between rates the backlog drains and the table is truncated. Stored/s counts the rows stored by the time of the last enqueue, over the first-to-last-enqueue window; latency is \`stored_at - enqueued_at\` of every row, in SQL. Each 503 is given its cause from a record: Traefik's own (no replica ready) by its plain-text body in oha's record of every answer (\`--db-url\`), the API's by the code its replicas counted (\`users_pipeline_enqueue_rejections_total\` by reason); below the ceiling a 503 neither accounts for fails the run. Sustained = ≥ 99% of the requests sent answered 202 and stored/s ≥ 98% of accepted/s, with oha having sent ≥ 95% of what was asked ("not sent": requests it could not send in the time, with every connection busy; the \`oha\` CPU column shows what the load cost to make, the \`machine\` column how busy the machine was, other tenants included).`,
     "",
     `Highest sustained rate: **${formatCount(e2e.maxSustained)} req/s** offered${
       top ? ` (${formatCount(top.acceptedPerSecond)} accepted/s)` : ""
@@ -610,11 +620,12 @@ function endToEndSection(results: BenchResults): string {
         "max ms",
         "not sent",
         "non-202",
+        "503s by cause",
         "202s stored",
         "sustained",
       ],
       rows,
-      Array(10).fill("right"),
+      [...Array<Align>(10).fill("right"), "left", "right", "right"],
     ),
     "",
     "CPU during each run, in cores (2.00 = the whole machine; `machine` includes everything else running on it):",
@@ -743,7 +754,7 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
   const { run } = results;
   const versions = Object.entries(run.versions).map(([tool, v]) => `${tool} ${v}`).join(", ");
   const parts = [
-    `# Benchmark: the pipeline against same-run references (${run.variant} run)`,
+    `# Benchmark: the pipeline against same-run floors (${run.variant} run)`,
     "",
     `Run ${run.startedAt}, ${
       (run.seconds / 60).toFixed(1)
@@ -755,7 +766,7 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
         : ""
     }.`,
     "",
-    `Absolute figures drift on a shared ${run.cores}-core machine, so every figure is paired with a reference measured in the same run, and the ratio is the headline. Every process is real: Redis and PostgreSQL as the native stack runs them, our services started with their \`deno.json\` task's command.`,
+    `Absolute figures drift on a shared ${run.cores}-core machine, so every figure is paired with a floor measured in the same run (what the runtime or the database cannot beat: a bare \`Deno.serve\` + Hono handler, Traefik in front of it, \`insertUsers\` from memory over a consumer's connections) or with the course's own code, and the ratio is the headline. Every process is real: Redis and PostgreSQL as the native stack runs them, our services started with their \`deno.json\` task's command.`,
     "",
     "![chart](chart.svg)",
     "",
@@ -765,7 +776,7 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
     "",
     "## Targets",
     "",
-    "Ratios to same-run references; a busy machine may miss them, so they are reported, not enforced.",
+    "Ratios to same-run floors and to the course's code; a busy machine may miss them, so they are reported, not enforced.",
     "",
     targetsSection(verdicts),
   ];
@@ -798,7 +809,7 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
   if (capacity !== undefined) {
     parts.push(
       "",
-      "## Capacity model (issue #11)",
+      "## Capacity model",
       "",
       "![capacity](capacity.svg)",
       "",

@@ -34,7 +34,7 @@ Deno.test("renderReport() says every 202 was kept only when the counts say so", 
   const results = await quickResults();
   const ingest = results.ingest!;
   const [queue] = ingest.runs.queue;
-  assert.match(renderReport(results, []), /Every 202 was kept: .* = 43906\/43791 \(more than/);
+  assert.match(renderReport(results, []), /Every 202 was kept: .* = 51258\/51258\./);
   assert.match(renderReport(results, []), /All \d+ checks held/);
   const lost = renderReport({
     ...results,
@@ -45,7 +45,7 @@ Deno.test("renderReport() says every 202 was kept only when the counts say so", 
   assert.match(lost, /\*\*1 of \d+ checks failed\*\*/);
   assert.match(
     lost,
-    /\| Ingest \| queue: every 202 kept .* \| 10 queued \/ 43791 \| \*\*FAILED\*\* \|/,
+    /\| Ingest \| queue: every 202 kept .* \| 10 queued \/ 51258 \| \*\*FAILED\*\* \|/,
   );
 });
 
@@ -54,39 +54,39 @@ Deno.test("renderReport() says both lists through Traefik held every 202 only wh
   const traefik = results.traefik!;
   assert.match(
     renderReport(results, []),
-    /every 202 was queued \(users queued \/ 202s counted, by round: our API's 15,761\/15,761; the course's 28,218\/28,218\)\./,
+    /every 202 was queued \(users queued \/ 202s counted, by round: our API's 18,740\/18,740; the course's 24,107\/24,107\)\./,
   );
   const [queue] = traefik.runs.queue;
   const lost = renderReport({
     ...results,
-    traefik: { ...traefik, runs: { ...traefik.runs, queue: [{ ...queue!, kept: 15_000 }] } },
+    traefik: { ...traefik, runs: { ...traefik.runs, queue: [{ ...queue!, kept: 18_000 }] } },
   }, []);
   assert.doesNotMatch(lost, /every 202 was queued/);
   assert.match(
     lost,
-    /\*\*1 of 2 runs left their list holding other than the 202s counted\*\* \(users queued \/ 202s counted, by round: our API's 15,000\/15,761;/,
+    /\*\*1 of 2 runs left their list holding other than the 202s counted\*\* \(users queued \/ 202s counted, by round: our API's 18,000\/18,740;/,
   );
   assert.match(
     lost,
-    /\| Traefik \| queue: every 202 kept \(users queued = 202s counted\) \| 15000 queued \/ 15761 .*\| \*\*FAILED\*\* \|/,
+    /\| Traefik \| queue: every 202 kept \(users queued = 202s counted\) \| 18000 queued \/ 18740 .*\| \*\*FAILED\*\* \|/,
   );
 });
 
 Deno.test("renderReport() puts the course in the ingest tables", async () => {
   const report = renderReport(await quickResultsWithComparisons(), []);
-  assert.match(report, /the 4 servers take turns/);
+  assert.match(report, /the 5 servers take turns/);
   assert.match(
     report,
     /\| the course's producer \(`course_producer\.ts`: LPUSH, nothing else\) \| [\d,]+ \|/,
   );
   assert.match(
     report,
-    /\| Round \| reference req\/s \| queue req\/s \| queue\/ref \| course req\/s \| course\/ref \| direct req\/s \| direct\/ref \|/,
+    /\| Round \| floor req\/s \| queue req\/s \| queue\/floor \| course req\/s \| course\/floor \| no_redis req\/s \| no_redis\/floor \| direct req\/s \| direct\/floor \|/,
   );
   // Queue ÷ each, with CPU per request of the API and of Redis side by side.
   assert.match(
     report,
-    /\| the course's producer \| [\d,]+ \| 1\.25× \| ([\d.]+) vs \1 \| ([\d.]+) vs \2 \|/,
+    /\| the course's producer \| [\d,]+ \| 1\.25× \| ([\d.]+) vs \1 \| ([\d.]+) vs \2 \| 1\.00× \|/,
   );
   assert.match(report, /It runs directly here; section 1b measures it behind Traefik\./);
   // Their every-202-kept checks sit with the others.
@@ -106,7 +106,7 @@ Deno.test("renderReport() compares with the course through Traefik, in the drain
   assert.match(report, /## 1b\. Ingest through Traefik/);
   assert.match(
     report,
-    /\| Traefik's ceiling: the no-op reference × 2 \| [\d,]+ \| 100% \|/,
+    /\| Traefik's ceiling: the HTTP floor × 2 \| [\d,]+ \| 100% \|/,
   );
   assert.match(report, /\| the course's consumer \| 1,000 \| [\d.]+ \| [\d,]+ \|/);
   assert.match(report, /Single mode stored [\d.]+× its rows\/s/);
@@ -118,7 +118,43 @@ Deno.test("renderReport() compares with the course through Traefik, in the drain
 
 Deno.test("renderReport() has the capacity model when the run measured its costs", async () => {
   const report = renderReport(await quickResults(), []);
-  assert.match(report, /## Capacity model \(issue #11\)\n\n!\[capacity\]\(capacity\.svg\)/);
+  assert.match(report, /## Capacity model\n\n!\[capacity\]\(capacity\.svg\)/);
   assert.match(report, /\| 1,000,000 \| [\d,.]+ \| \d+ \| \d+ \(\d+, \d+\) \| \d+ \|/);
   assert.match(report, /Assumptions: /);
+});
+
+Deno.test("renderReport() gives each end-to-end rate's 503s by cause", async () => {
+  const results = await quickResults();
+  const e2e = results.endToEnd!;
+  const [run] = e2e.runs;
+  assert.match(renderReport(results, []), /\| 503s by cause \|/);
+  const refused = renderReport({
+    ...results,
+    endToEnd: {
+      ...e2e,
+      runs: [{
+        ...run!,
+        load: { ...run!.load, rejected: 6 },
+        refusals: {
+          total: 6,
+          traefik: 2,
+          api: { full: 0, unavailable: 3, unconfirmed: 0 },
+          unexplained: 1,
+        },
+      }],
+    },
+  }, []);
+  assert.match(
+    refused,
+    /\| Traefik 2, full 0, unavailable 3, unconfirmed 0, unexplained 1 \|/,
+  );
+  assert.match(refused, /\*\*1 of \d+ checks failed\*\*/);
+});
+
+Deno.test("renderReport() reads the drain against the drain floor over a consumer's connections", async () => {
+  const report = renderReport(await quickResults(), []);
+  assert.match(report, /\| drain floor \(before\) \| 20,000 \|/);
+  assert.match(report, /\| drain floor \(after\) \| 20,000 \|/);
+  assert.match(report, /on a client with a consumer's store options \(its 2 connections\)/);
+  assert.match(report, /\| the HTTP floor \(`http_floor\.ts`/);
 });

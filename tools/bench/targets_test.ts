@@ -1,10 +1,13 @@
 import assert from "node:assert/strict";
+import type { BenchResults } from "./results.ts";
 import { emptyResults, quickResults, quickResultsWithComparisons } from "./testdata/fixtures.ts";
-import { evaluateTargets } from "./targets.ts";
+import { drainVersusIngest, evaluateTargets } from "./targets.ts";
 
-Deno.test("evaluateTargets() judges every target of the issues from a run's ratios", async () => {
-  const results = await quickResults();
-  const verdicts = evaluateTargets(results);
+/** The verdict of the target at `index` for `results`. */
+const verdict = (results: BenchResults, index: number) => evaluateTargets(results)[index]!;
+
+Deno.test("evaluateTargets() judges every target from a run's ratios", async () => {
+  const verdicts = evaluateTargets(await quickResults());
   assert.deepEqual(verdicts.map((v) => v.phase), [
     "Ingest",
     "Ingest",
@@ -12,28 +15,33 @@ Deno.test("evaluateTargets() judges every target of the issues from a run's rati
     "Drain",
     "Drain",
     "Drain",
-    "End to end",
+    "Drain vs ingest",
     "End to end",
     "End to end",
     "Growth",
     "Growth",
   ]);
-  // The captured quick run: queue mode at 48% of the reference (CPU 1.92×), 0.56× the course
-  // through Traefik; batch at 52% of the reference and 38× single; single 0.55× the course's.
-  assert.deepEqual([0, 2, 3, 4, 5].map((i) => verdicts[i]!.met), [
+  // The captured quick run: API + Redis CPU 1.17× the course's, 23% of the HTTP floor, 0.76×
+  // the course through Traefik; batch at 21% of the drain floor and 24× single; single 0.96×
+  // the course's; drain 14.7× ingest.
+  assert.deepEqual(verdicts.slice(0, 7).map((v) => v.met), [
+    false,
     false,
     false,
     false,
     true,
     false,
+    true,
   ]);
-  assert.match(verdicts[0]!.measured, /^48% \(median of 1 paired rounds\); CPU 1\.92×/);
-  assert.match(verdicts[2]!.measured, /^0\.56× \(median of 1 paired rounds\); CPU µs\/request/);
-  assert.match(verdicts[5]!.measured, /^0\.55× \(1414 vs 2591 rows\/s\)/);
-  // Five-second rates cannot show drain ≥ ingest over 60 s; one rate at half the ceiling does not
-  // climb to it; its p99 is judged.
-  assert.deepEqual([6, 7, 8].map((i) => verdicts[i]!.met), [undefined, undefined, true]);
-  assert.match(verdicts[8]!.measured, /^93\.0 ms at 4700 req\/s \(not sustained\)$/);
+  assert.match(verdicts[0]!.measured, /^1\.17× \(39\.0 vs 33\.3 µs, medians of 1 and 1 runs\)/);
+  assert.match(verdicts[1]!.measured, /^23% \(median of 1 paired rounds\)$/);
+  assert.match(verdicts[2]!.measured, /^0\.76× \(median of 1 paired rounds\); CPU µs\/request/);
+  assert.match(verdicts[3]!.measured, /^21% \(65402 vs 304343 rows\/s\)$/);
+  assert.match(verdicts[5]!.measured, /^0\.96× \(2694 vs 2793 rows\/s\)/);
+  assert.match(verdicts[6]!.measured, /^14\.70× \(batch 1000 × 2: 89986 rows\/s; ingest × 2/);
+  // One rate at half the ceiling does not climb to it; its p99 is judged.
+  assert.deepEqual([7, 8].map((i) => verdicts[i]!.met), [undefined, true]);
+  assert.match(verdicts[8]!.measured, /^35\.3 ms at 7350 req\/s \(not sustained\)$/);
 });
 
 Deno.test("evaluateTargets() marks what a run did not measure", () => {
@@ -42,26 +50,66 @@ Deno.test("evaluateTargets() marks what a run did not measure", () => {
   assert.ok(verdicts.every((v) => v.met === undefined && v.measured.startsWith("not measured")));
 });
 
-Deno.test("evaluateTargets() wants ingest at ≥ 95% of the reference and ≤ 1.10× its CPU", async () => {
+Deno.test("evaluateTargets() wants one API process at ≥ 70% of the HTTP floor's req/s", async () => {
   const results = await quickResults();
-  const ingest = results.ingest!;
-  // CPU per request equal to the reference's, so only the share decides.
-  const at = (queueRatio: number, cpu = 1) =>
-    evaluateTargets({
+  const at = (queueRatio: number) =>
+    verdict({ ...results, ingest: { ...results.ingest!, queueRatio } }, 1);
+  assert.match(at(0.7).target, /≥ 70% of the HTTP floor's req\/s/);
+  assert.equal(at(0.69).met, false);
+  assert.equal(at(0.7).met, true);
+});
+
+Deno.test("evaluateTargets() holds the API's and Redis's CPU per request to ≤ 1.0× the course's", async () => {
+  // The comparison fixture gives the course our CPU per request; `cost` scales the course's.
+  const at = async (cost: number) => {
+    const results = await quickResultsWithComparisons({ course: 1.25 });
+    const ingest = results.ingest!;
+    const course = ingest.runs.course.map((r) => ({
+      ...r,
+      serverCores: r.serverCores * cost,
+      redisCores: r.redisCores * cost,
+    }));
+    return verdict({ ...results, ingest: { ...ingest, runs: { ...ingest.runs, course } } }, 0);
+  };
+  assert.equal((await at(1)).met, true);
+  assert.equal((await at(1.1)).met, true);
+  const costlier = await at(0.9);
+  assert.equal(costlier.met, false);
+  assert.match(costlier.measured, /^1\.11× .*; req\/s 1\.25× the course's$/);
+});
+
+Deno.test("evaluateTargets() wants batch 1000 × 1 at ≥ 90% of the drain floor", async () => {
+  const results = await quickResults();
+  const batch = results.drain!.batch.find((r) => r.batchSize === 1_000 && r.replicas === 1)!;
+  const at = (share: number) =>
+    verdict({
       ...results,
-      ingest: {
-        ...ingest,
-        queueRatio,
+      drain: { ...results.drain!, floorRowsPerSecond: batch.rowsPerSecond / share },
+    }, 3).met;
+  assert.equal(at(0.89), false);
+  assert.equal(at(0.91), true);
+});
+
+Deno.test("drainVersusIngest() compares the stack's drain with its ingest, each measured", async () => {
+  const results = await quickResults();
+  const traefik = results.traefik!;
+  const at = (ingestRate: number) =>
+    drainVersusIngest({
+      ...results,
+      traefik: {
+        ...traefik,
         runs: {
-          ...ingest.runs,
-          queue: ingest.runs.reference.map((r) => ({ ...r, serverCores: r.serverCores * cpu })),
+          ...traefik.runs,
+          queue: traefik.runs.queue.map((r) => ({ ...r, requestsPerSecond: ingestRate })),
         },
       },
-    })[0]!.met;
-  assert.equal(at(0.94), false);
-  assert.equal(at(0.96), true);
-  assert.equal(at(0.96, 1.09), true);
-  assert.equal(at(0.96, 1.11), false);
+    });
+  const drain = results.drain!.batch.find((r) => r.batchSize === 1_000 && r.replicas === 2)!;
+  assert.equal(at(drain.rowsPerSecond * 0.99).met, true);
+  const behind = at(drain.rowsPerSecond * 1.01);
+  assert.equal(behind.met, false);
+  assert.match(behind.measured, /^0\.99× \(batch 1000 × 2: /);
+  assert.equal(drainVersusIngest({ ...results, traefik: undefined }).met, undefined);
 });
 
 Deno.test("evaluateTargets() climbs to the ceiling with stored = accepted in a full ladder", async () => {
@@ -69,27 +117,16 @@ Deno.test("evaluateTargets() climbs to the ceiling with stored = accepted in a f
   const e2e = results.endToEnd!;
   const [run] = e2e.runs;
   const ladder = (stored: number) =>
-    evaluateTargets({
+    verdict({
       ...results,
       endToEnd: {
         ...e2e,
         plan: { ...e2e.plan, fractions: [0.5, 1] },
         runs: [run!, { ...run!, offered: Math.round(e2e.ceiling), stored }],
       },
-    })[7]!;
+    }, 7);
   assert.equal(ladder(run!.load.accepted).met, true);
   const lost = ladder(run!.load.accepted - 1);
   assert.equal(lost.met, false);
   assert.match(lost.measured, /stored ≠ accepted at \d+ req\/s/);
-});
-
-Deno.test("evaluateTargets() holds queue mode to ≥ 1.0× the course's producer", async () => {
-  const at = async (course: number) =>
-    evaluateTargets(await quickResultsWithComparisons({ course }))[1]!;
-  const met = await at(1.25);
-  assert.match(met.target, /≥ 1\.0× the course's producer's req\/s, directly \(issue #10\)/);
-  assert.match(met.measured, /^1\.25× \(median of 1 paired rounds\); API CPU [\d.]+ vs [\d.]+ µs/);
-  assert.equal(met.met, true);
-  assert.equal((await at(0.99)).met, false);
-  assert.equal((await at(1)).met, true);
 });

@@ -1,13 +1,14 @@
 /**
- * Phase "traefik": ingest through the same Traefik the stack runs, issue #10's
- * comparison with the course's own producer. Three setups, each behind a
+ * Phase "traefik": ingest through the same Traefik the stack runs, against
+ * the course's own producer behind the same Traefik. Three setups, each behind a
  * Traefik of its own configured as the native stack's (traefik_front.ts),
  * loaded by oha in closed loop (as fast as answers come back) and taking
  * turns round by round, so drift on a shared machine hits them alike:
  *
- * - `ceiling`: the no-op reference server (the API's app, `accept` does
- *   nothing) in as many replicas as the stack runs API replicas: what Traefik
- *   itself passes on this machine, the end-to-end ladder's top rate;
+ * - `ceiling`: the HTTP floor (`http_floor.ts`: `Deno.serve` + Hono answering
+ *   202, nothing else) in as many replicas as the stack runs API replicas:
+ *   what Traefik itself passes on this machine, the end-to-end ladder's top
+ *   rate;
  * - `queue`: our API at the stack's defaults (project.env's settings, the
  *   stack's number of replicas), queue mode;
  * - `course`: the course's producer (course_producer.ts), one replica as in
@@ -25,7 +26,7 @@ import { COURSE_QUEUE_NAME } from "./course_producer.ts";
 import {
   type ApiProcess,
   COURSE_PRODUCER_COMMAND,
-  REFERENCE_SERVER_COMMAND,
+  HTTP_FLOOR_COMMAND,
   startApi,
   taskCommand,
 } from "./deno_task.ts";
@@ -66,7 +67,7 @@ export interface FrontRun extends LoadResult {
   readonly requestsPerSecond: number;
   /** CPU each process used during the run, in cores. */
   readonly cores: Readonly<Record<FrontPart, number>>;
-  /** Users in the setup's list afterwards (0 for the ceiling, which keeps nothing). */
+  /** Users in the setup's list afterwards (0 for the ceiling: the floor keeps nothing). */
   readonly kept: number;
   /**
    * Each of our API replicas' count of users accepted since it started
@@ -80,9 +81,9 @@ export interface FrontRun extends LoadResult {
 export interface TraefikResult {
   readonly plan: TraefikPlan;
   readonly runs: Readonly<Record<FrontTarget, readonly FrontRun[]>>;
-  /** Median req/s of the ceiling runs: what Traefik passes to a server that does nothing. */
+  /** Median req/s of the ceiling runs: what Traefik passes to the HTTP floor. */
   readonly ceiling: number;
-  /** Median of per-round queue ÷ course req/s (issue #10: ≥ 1). */
+  /** Median of per-round queue ÷ course req/s (the target: ≥ 1). */
   readonly courseRatio: number;
   /** Median of per-round queue ÷ ceiling req/s. */
   readonly ceilingRatio: number;
@@ -112,7 +113,7 @@ async function startSetup(
     ? COURSE_QUEUE_NAME
     : freshQueueName("traefik_queue");
   const command = target === "ceiling"
-    ? REFERENCE_SERVER_COMMAND
+    ? HTTP_FLOOR_COMMAND
     : target === "course"
     ? COURSE_PRODUCER_COMMAND
     : taskCommand("server");
@@ -223,7 +224,7 @@ export async function runThroughTraefik(
   progress.step(
     `oha closed loop, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up, ${plan.rounds} round(s) of ${
       FRONT_TARGETS.join(", ")
-    }; each behind its own Traefik (the native stack's configuration); ${plan.replicas} replicas of the reference and of our API, 1 of the course's producer`,
+    }; each behind its own Traefik (the native stack's configuration); ${plan.replicas} replicas of the HTTP floor and of our API, 1 of the course's producer`,
   );
   const started = await Promise.allSettled(
     FRONT_TARGETS.map((target) => startSetup(services, target, plan.replicas)),

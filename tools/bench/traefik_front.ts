@@ -1,11 +1,11 @@
 /**
- * A Traefik in front of servers the benchmark started itself (the no-op
- * reference, our API replicas, the course's producer), configured exactly as
+ * A Traefik in front of servers the benchmark started itself (the HTTP
+ * floor, our API replicas, the course's producer), configured exactly as
  * the native stack configures its own: the static configuration derived from
  * traefik/traefik.yml and the file-provider route with its health check on
  * `/readyz` (tools/stack/traefik_config.ts). Measuring every server behind
- * the same Traefik, and the no-op reference behind it as Traefik's own
- * ceiling, is what issue #10 asks of the comparisons with the course.
+ * the same Traefik, and the HTTP floor behind it as Traefik's own ceiling,
+ * makes the comparisons with the course and the ceiling like with like.
  *
  * @module
  */
