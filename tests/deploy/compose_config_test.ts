@@ -1,10 +1,13 @@
 /**
  * Checks compose.yaml, the Dockerfiles and the Traefik configuration without a Docker engine:
- * the compose CLI resolves the file (`docker-compose config`), and the assertions pin what the
- * containers share with the native stack (the same deno tasks, hence the same entrypoints and
- * permission flags; the same project.env; the same traefik.yml and redis.conf).
+ * the compose CLI resolves the file (`docker-compose config`), as the docker CLI does for Swarm
+ * (`docker stack config`), and the assertions pin what the containers share with the native
+ * processes of the test harness (the same deno tasks, hence the same entrypoints and permission
+ * flags; project.env's values; the same traefik.yml and redis.conf) and how settings override
+ * project.env's values.
  *
- * Needs the compose CLI as `docker-compose` on PATH, or its path in COMPOSE_BIN. Run from anywhere:
+ * Needs the compose CLI as `docker-compose` on PATH, or its path in COMPOSE_BIN, and the docker
+ * CLI. Run from anywhere:
  * `deno test --allow-all tests/deploy/compose_config_test.ts`.
  *
  * @module
@@ -91,10 +94,33 @@ interface CommandResult {
   stderr: string;
 }
 
-async function runCompose(args: string[]): Promise<CommandResult> {
-  const command = new Deno.Command(COMPOSE_BIN, {
-    args: ["-f", "compose.yaml", ...args],
-    cwd: ROOT,
+/**
+ * An empty settings file, given to compose in place of the repo's untracked `.env`: a developer's
+ * own settings there, or exported in their shell, must not change what these checks read.
+ */
+const NO_SETTINGS = await Deno.makeTempFile({ prefix: "compose-config-", suffix: ".env" });
+globalThis.addEventListener("unload", () => Deno.removeSync(NO_SETTINGS));
+
+/** The environment a CLI needs to run (where programs and its plugins are), and nothing else. */
+function toolEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of ["PATH", "HOME", "DOCKER_CONFIG", "DOCKER_HOST"]) {
+    const value = Deno.env.get(name);
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
+}
+
+async function runProgram(
+  program: string,
+  args: string[],
+  { env = {}, cwd = ROOT }: { env?: Record<string, string>; cwd?: string } = {},
+): Promise<CommandResult> {
+  const command = new Deno.Command(program, {
+    args,
+    cwd,
+    clearEnv: true,
+    env: { ...toolEnv(), ...env },
     stdout: "piped",
     stderr: "piped",
   });
@@ -103,7 +129,9 @@ async function runCompose(args: string[]): Promise<CommandResult> {
     output = await command.output();
   } catch (error) {
     throw new Error(
-      `Cannot run the compose CLI as ${COMPOSE_BIN}: install docker-compose on PATH or set COMPOSE_BIN`,
+      program === COMPOSE_BIN
+        ? `Cannot run the compose CLI as ${COMPOSE_BIN}: install docker-compose on PATH or set COMPOSE_BIN`
+        : `Cannot run ${program}: install it on PATH (./stack test does)`,
       { cause: error },
     );
   }
@@ -113,6 +141,11 @@ async function runCompose(args: string[]): Promise<CommandResult> {
     stdout: decoder.decode(output.stdout),
     stderr: decoder.decode(output.stderr),
   };
+}
+
+/** The compose CLI on the repo's compose.yaml, with no settings from the shell or a `.env`. */
+function runCompose(args: string[]): Promise<CommandResult> {
+  return runProgram(COMPOSE_BIN, ["-f", "compose.yaml", "--env-file", NO_SETTINGS, ...args]);
 }
 
 let resolvedConfig: Promise<ComposeConfig> | undefined;
@@ -316,10 +349,11 @@ Deno.test("the server labels make Traefik's service `server` on port 8000, check
 });
 
 for (const [dir, provider] of [["dynamic", "docker"], ["dynamic-swarm", "swarm"]]) {
-  Deno.test(`traefik/${dir}/api.yml routes everything on web to server@${provider}, failing over to 503`, async () => {
+  Deno.test(`traefik/${dir}/api.yml routes all but /metrics on web to server@${provider}, failing over to 503`, async () => {
     const api = parseYaml(await Deno.readTextFile(join(ROOT, "traefik", dir!, "api.yml")));
     const router = api.http.routers.api;
-    assert.equal(router.rule, "PathPrefix(`/`)");
+    // Everything but /metrics, which Prometheus scrapes on the internal network.
+    assert.equal(router.rule, "PathPrefix(`/`) && !PathPrefix(`/metrics`)");
     assert.deepEqual(router.entryPoints, ["web"]);
     const failover = api.http.services[router.service].failover;
     assert.equal(failover.service, `server@${provider}`);
@@ -344,14 +378,92 @@ Deno.test("k6-tests mounts ./tests/k6 at /tests, targets traefik and stays idle"
   assert.ok(k6.depends_on?.traefik, "k6-tests must depend on traefik");
 });
 
-Deno.test("every Deno service gets all of project.env (env_file) as its environment", async () => {
+Deno.test("with nothing overriding them, the services get project.env's values as their environment", async () => {
   const expected = projectEnv();
-  for (const name of DENO_SERVICES) {
+  for (const name of [...DENO_SERVICES, "database"]) {
     const environment = (await service(name)).environment ?? {};
     const actual = Object.fromEntries(
       Object.keys(expected).map((key) => [key, environment[key]]),
     );
     assert.deepEqual(actual, expected, `${name} environment`);
+  }
+});
+
+Deno.test("x-settings gives the services every variable of project.env as ${VAR:-its value}", async () => {
+  // The form that lets the shell (and compose's .env) override each one, under compose and
+  // `docker stack deploy` alike, with project.env's value when neither sets it.
+  const raw = parseYaml(await Deno.readTextFile(join(ROOT, "compose.yaml")));
+  const expected = Object.fromEntries(
+    Object.entries(projectEnv()).map(([name, value]) => [name, `\${${name}:-${value}}`]),
+  );
+  assert.deepEqual(raw["x-settings"], expected);
+});
+
+/** The services' environments as compose resolves them in `dir`, with `env` as the shell's. */
+async function resolvedEnvironments(
+  dir: string,
+  env: Record<string, string>,
+): Promise<Record<string, Record<string, string | null>>> {
+  const result = await runProgram(COMPOSE_BIN, ["config", "--format", "json"], { cwd: dir, env });
+  assert.equal(result.code, 0, `docker-compose config failed:\n${result.stderr}`);
+  const config = JSON.parse(result.stdout) as ComposeConfig;
+  return Object.fromEntries(
+    Object.entries(config.services).map(([name, s]) => [name, s.environment ?? {}]),
+  );
+}
+
+Deno.test("compose takes any setting from the untracked .env, and from the shell over it", async () => {
+  // A copy of compose.yaml in a folder of its own, with a .env beside it as a user would write
+  // one: the repo's own .env (a developer's) stays out of it.
+  const dir = await Deno.makeTempDir({ prefix: "compose-settings-" });
+  try {
+    await Deno.copyFile(join(ROOT, "compose.yaml"), join(dir, "compose.yaml"));
+    await Deno.writeTextFile(
+      join(dir, ".env"),
+      "# untracked settings\nADMIN_TOKEN=from-the-env-file-0123\nQUEUE_MAX_LENGTH=7\n" +
+        "POSTGRES_PASSWORD=file-secret\nPGPASSWORD=file-secret\n",
+    );
+    const services = await resolvedEnvironments(dir, {
+      ADMIN_TOKEN: "from-the-shell-456789",
+      BATCH_SIZE: "250",
+    });
+    const defaults = projectEnv();
+    for (const name of DENO_SERVICES) {
+      assert.deepEqual(services[name], {
+        ...defaults,
+        ADMIN_TOKEN: "from-the-shell-456789",
+        QUEUE_MAX_LENGTH: "7",
+        POSTGRES_PASSWORD: "file-secret",
+        PGPASSWORD: "file-secret",
+        BATCH_SIZE: "250",
+      }, name);
+    }
+    assert.equal(services.database?.POSTGRES_PASSWORD, "file-secret");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("docker stack deploy takes any setting from the shell, else project.env's", async () => {
+  // `docker stack config` resolves the file as `docker stack deploy` would, without a swarm.
+  const result = await runProgram("docker", ["stack", "config", "-c", "compose.yaml"], {
+    env: { ADMIN_TOKEN: "from-the-shell-456789", QUEUE_MAX_LENGTH: "13" },
+  });
+  assert.equal(result.code, 0, `docker stack config failed:\n${result.stderr}`);
+  const config = parseYaml(result.stdout) as { services: Record<string, Service> };
+  const expected = {
+    ...projectEnv(),
+    ADMIN_TOKEN: "from-the-shell-456789",
+    QUEUE_MAX_LENGTH: "13",
+  };
+  for (const name of [...DENO_SERVICES, "database"]) {
+    const environment = config.services[name]?.environment ?? {};
+    // Swarm's loader quotes numbers as strings, as compose's does.
+    assert.deepEqual(
+      Object.fromEntries(Object.keys(expected).map((key) => [key, String(environment[key])])),
+      expected,
+      name,
+    );
   }
 });
 
@@ -384,7 +496,8 @@ Deno.test("with no API replica ready, traefik/dynamic answers 503 with Retry-Aft
     await Deno.readTextFile(join(ROOT, "traefik", "dynamic", "unavailable.yml")),
   );
   const router = fallback.http.routers["no-replica-ready"];
-  assert.equal(router.rule, "PathPrefix(`/`)");
+  // Not /metrics: no router matches it on web, so Traefik answers 404 there.
+  assert.equal(router.rule, "PathPrefix(`/`) && !PathPrefix(`/metrics`)");
   assert.equal(router.priority, 1);
   assert.deepEqual(router.entryPoints.sort(), ["unavailable", "web"]);
   assert.deepEqual(fallback.http.services[router.service].loadBalancer.servers, []);

@@ -165,9 +165,14 @@ Deno.test({
       server: 2,
       "server-consumer": 2,
     });
+    // /metrics is Prometheus's, on the internal network: through Traefik's public port it is not
+    // there, while Prometheus scrapes every replica (above).
+    const metrics = await fetch(`${project.url}/metrics`);
+    await metrics.body?.cancel();
+    assert.equal(metrics.status, 404, "GET /metrics through Traefik");
     note(
       `compose up --build --wait: ${containers.length} containers healthy in ${up.ms} ms; ` +
-        `Prometheus scraped all 4 replicas ${targetsMs} ms later`,
+        `Prometheus scraped all 4 replicas ${targetsMs} ms later; /metrics through Traefik: 404`,
     );
   },
 });
@@ -250,6 +255,138 @@ Deno.test({
       }
     }
     note(`first POST on fresh projects: ${lines.join("; ")}`);
+  },
+});
+
+Deno.test({
+  name:
+    "a setting in the untracked settings file or the shell reaches every API replica, the shell's first",
+  ...options,
+  async fn() {
+    // What a user does instead of editing project.env: ADMIN_TOKEN (a secret) and a bound of 10
+    // in the settings file (compose's .env, here named by --env-file), and a bound of 20 exported
+    // in the shell, which wins over the file. No consumer runs, so the queue only fills.
+    const token = `file-${crypto.randomUUID()}`;
+    const settings = new ComposeProject(`upl${Deno.pid}s`, freePort(), {
+      settingsFile: `# untracked\nADMIN_TOKEN=${token}\nQUEUE_MAX_LENGTH=10\n`,
+      shell: { QUEUE_MAX_LENGTH: "20" },
+    });
+    try {
+      ok(
+        "up --wait",
+        await settings.compose(["up", "-d", "--build", "--wait", "--scale", "server-consumer=0"]),
+      );
+      const servers = await settings.containers("server");
+      assert.equal(servers.length, 2);
+      for (const server of servers) {
+        const env = await settings.containerEnv(server.id);
+        assert.equal(env.ADMIN_TOKEN, token, `${server.name}: ADMIN_TOKEN from the file`);
+        assert.equal(env.QUEUE_MAX_LENGTH, "20", `${server.name}: QUEUE_MAX_LENGTH from the shell`);
+      }
+      // The token turns the admin routes on (without it they do not exist: 404).
+      const admin = (url: string, bearer?: string) =>
+        fetch(`${url}/admin/overview`, {
+          headers: bearer === undefined ? {} : { authorization: `Bearer ${bearer}` },
+        }).then(async (response) => {
+          await response.body?.cancel();
+          return response.status;
+        });
+      assert.equal(await admin(settings.url, token), 200, "the file's token");
+      assert.equal(await admin(settings.url), 401, "no token");
+      // The shell's bound, not the file's 10 nor project.env's million: 20 users fit, no more.
+      const statuses: number[] = [];
+      const codes: string[] = [];
+      for (let i = 0; i < 25; i++) {
+        const response = await fetch(`${settings.url}/users`, {
+          method: "POST",
+          body: JSON.stringify({ name: `Bounded ${i}` }),
+          headers: { "content-type": "application/json" },
+        });
+        statuses.push(response.status);
+        const body = await response.json() as { code?: string };
+        if (response.status !== 202) codes.push(body.code ?? "");
+      }
+      assert.deepEqual(statuses, [...Array(20).fill(202), ...Array(5).fill(503)]);
+      assert.deepEqual(codes, Array(5).fill("queue_full"));
+      // Each replica serves /metrics on the internal network, and not through Traefik.
+      let accepted = 0;
+      for (const server of servers) accepted += await usersAcceptedBy(server.id);
+      assert.equal(accepted, 20, "the replicas' own counters");
+      const metrics = await fetch(`${settings.url}/metrics`);
+      await metrics.body?.cancel();
+      assert.equal(metrics.status, 404, "GET /metrics through Traefik");
+      note(
+        "settings: ADMIN_TOKEN from the file and QUEUE_MAX_LENGTH=20 from the shell (the file's " +
+          "10 overridden) in both API replicas; admin routes on; 20 of 25 accepted, 5 queue_full",
+      );
+    } finally {
+      await settings.down();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "./stack up, psql, redis-cli, stats, dlq, k6 and down work on the compose project, and up says where it listens",
+  ...options,
+  async fn() {
+    const front = new ComposeProject(`upl${Deno.pid}d`, freePort(), {
+      settingsFile: "ADMIN_TOKEN=stack-front-door-token\n",
+    });
+    try {
+      const up = ok("./stack up", await front.stack(["up", "--servers", "1", "--consumers", "1"]));
+      assert.match(up.stdout, new RegExp(`^API +http://localhost:${front.port} `, "m"));
+      assert.match(
+        up.stdout,
+        new RegExp(`^Dashboard +http://localhost:${front.port}/dashboard`, "m"),
+      );
+      assert.match(
+        up.stdout,
+        new RegExp(`^Prometheus +http://localhost:${front.prometheusPort}$`, "m"),
+      );
+      assert.deepEqual(
+        (await front.containers()).map((c) => c.service).sort(),
+        ["database", "k6-tests", "prometheus", "redis", "server", "server-consumer", "traefik"],
+      );
+      const first = await curlPost("Front door", front.url);
+      assert.equal(first.status, 202, first.body);
+      await waitFor("the user in the table", async () => {
+        const psql = await front.stack(["psql", "-At", "-c", "select count(*) from users"]);
+        return psql.code === 0 && psql.stdout.trim() === "1";
+      }, { timeoutMs: 30_000, intervalMs: 300 });
+      const llen = ok("./stack redis-cli", await front.stack(["redis-cli", "llen", "users"]));
+      assert.equal(llen.stdout.trim(), "0");
+      // Not a terminal: one line per reading; the first has no rates yet.
+      const stats = await front.stackLine(["stats"]);
+      assert.match(stats, /stored_total=1 queued=0 retry=0 processing=0 dead=0 .*consumers=1$/);
+      // Its container went with the script, though the docker CLI died of the closed pipe: the
+      // project's network holds the project's containers only.
+      await waitFor("the project's network to hold its own containers only", async () => {
+        const attached = ok(
+          "docker ps",
+          await run("docker", ["ps", "-aq", "--filter", `network=${front.name}_default`]),
+        ).stdout.split("\n").filter((id) => id !== "");
+        return attached.length === (await front.containers()).length;
+      }, { timeoutMs: 10_000, intervalMs: 500 });
+      const dlq = ok("./stack dlq list", await front.stack(["dlq", "list"]));
+      assert.equal(dlq.stdout.trim(), "0 dead letters; by reason: {}");
+      const k6 = ok(
+        "./stack k6",
+        await front.stack(["k6", "hello-k6.js", "--quiet", "-e", "DURATION=3s"]),
+      );
+      assert.match(k6.stdout, /checks_succeeded/);
+      ok("./stack down --volumes", await front.stack(["down", "--volumes"]));
+      assert.deepEqual(await front.containers(), [], "down leaves no container");
+      const after = await front.stack(["psql", "-c", "select 1"]);
+      assert.equal(after.code, 1);
+      assert.match(after.stderr, /The stack is not running .*\.\/stack up/);
+      note(
+        `./stack up: 1 API and 1 consumer healthy in ${up.ms} ms; psql, redis-cli, stats, ` +
+          "dlq, k6 and down --volumes on the compose project",
+      );
+    } finally {
+      await front.down();
+    }
   },
 });
 

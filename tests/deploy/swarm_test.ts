@@ -46,10 +46,21 @@ function requireDeploy(): void {
   if (deployFailed) throw new Error(`the stack was not deployed: ${deployFailed.message}`);
 }
 
-/** `docker stack deploy` of compose.yaml with Traefik's Swarm configuration and our port. */
+/**
+ * Settings the deploy's shell exports, as a user's would: Swarm takes any setting from the shell
+ * (compose.yaml's x-settings). A secret with no value in project.env, and a bound whose value there
+ * (16384) the shell's replaces: both must reach the tasks.
+ */
+const ADMIN_TOKEN = `swarm-shell-${crypto.randomUUID()}`;
+const BODY_LIMIT_BYTES = "1024";
+
+/**
+ * `docker stack deploy` of compose.yaml with Traefik's Swarm configuration, our port and the
+ * settings above in its environment.
+ */
 function deploy() {
   return run("docker", ["stack", "deploy", "--detach=true", "-c", "compose.yaml", STACK], {
-    env: { ...builder.env, TRAEFIK_CONFIG: "traefik-swarm.yml" },
+    env: { ...builder.env, TRAEFIK_CONFIG: "traefik-swarm.yml", ADMIN_TOKEN, BODY_LIMIT_BYTES },
   });
 }
 
@@ -227,10 +238,42 @@ Deno.test({
 });
 
 Deno.test({
-  name: "on Swarm a posted user reaches the table",
+  name:
+    "on Swarm a posted user reaches the table, the shell's settings reach the API and /metrics is not public",
   ...options,
   async fn() {
     requireDeploy();
+    const status = async (path: string, headers: Record<string, string> = {}) => {
+      const response = await fetch(`${url}${path}`, { headers });
+      await response.body?.cancel();
+      return response.status;
+    };
+    // Without the shell's token the admin routes would not exist (404, project.env's empty one).
+    assert.equal(await status("/admin/overview", { authorization: `Bearer ${ADMIN_TOKEN}` }), 200);
+    // Every API task runs with the shell's body limit, not project.env's 16 KiB: 2 KiB is refused.
+    const tasks = ok(
+      "docker ps",
+      await run("docker", [
+        "ps",
+        "-q",
+        "--filter",
+        `label=com.docker.swarm.service.name=${STACK}_server`,
+      ]),
+    ).stdout.split("\n").filter((id) => id !== "");
+    assert.ok(tasks.length > 0, "no running API task");
+    for (const task of tasks) {
+      assert.equal((await builder.containerEnv(task)).BODY_LIMIT_BYTES, BODY_LIMIT_BYTES, task);
+    }
+    const large = await fetch(`${url}/users`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ name: "swarm large", padding: "x".repeat(2_048) }),
+    });
+    await large.body?.cancel();
+    assert.equal(large.status, 413, "a 2 KiB body under the shell's BODY_LIMIT_BYTES=1024");
+    // Prometheus scrapes each task on the overlay network (the targets check below); through
+    // Traefik's published port there is no /metrics.
+    assert.equal(await status("/metrics"), 404, "GET /metrics through Traefik");
     const response = await fetch(`${url}/users`, {
       method: "POST",
       body: JSON.stringify({ name: "swarm 1" }),
@@ -246,7 +289,10 @@ Deno.test({
         intervalMs: 300,
       },
     );
-    note("swarm: POST /users → 202 → row");
+    note(
+      "swarm: POST /users → 202 → row; the shell's ADMIN_TOKEN and BODY_LIMIT_BYTES in force; " +
+        "/metrics → 404",
+    );
   },
 });
 

@@ -4,6 +4,11 @@
  * name (so a run never touches a user's own stack) and the published ports (`HTTP_PORT` and
  * `PROMETHEUS_PORT`, when 8000 or 9090 is taken) differ from what the README shows.
  *
+ * The settings are the test's alone: compose runs with an environment holding nothing but what the
+ * docker CLI needs and the test's own variables, and with `--env-file` naming a file of the test's
+ * in place of the repo's untracked `.env`, so neither a developer's exported variables nor their
+ * `.env` changes what a test runs.
+ *
  * A crash is modelled as one: SIGKILL to the container's main process from the host, after which
  * `restart: unless-stopped` brings it back (Docker treats `docker kill` as an operator's stop and
  * would not restart it).
@@ -13,7 +18,7 @@
 
 import { type CommandResult, runCommand } from "@users-pipeline/harness/run_command";
 import { freePort } from "@users-pipeline/harness/ports";
-import { projectEnv } from "@users-pipeline/harness/services";
+import { projectEnv, REPO_DIR } from "@users-pipeline/harness/services";
 import { waitFor } from "@users-pipeline/harness/wait";
 import type { Row } from "./delivery_check.ts";
 import type { Outcome } from "./fault_load.ts";
@@ -95,6 +100,56 @@ export function ok(what: string, result: CommandResult): CommandResult {
 export interface ComposeProjectOptions {
   /** The host port Prometheus is published on. @default a free port */
   prometheusPort?: number;
+  /**
+   * The text of the settings file compose reads in place of the untracked `.env` (`KEY=VALUE`
+   * lines). @default no settings
+   */
+  settingsFile?: string;
+  /** Variables in compose's own environment, as a user's shell exports them. @default none */
+  shell?: Readonly<Record<string, string>>;
+}
+
+/** What the docker CLI needs from the environment (programs, its plugins, its engine). */
+function dockerCliEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of ["PATH", "HOME", "TMPDIR", "DOCKER_CONFIG", "DOCKER_HOST"]) {
+    const value = Deno.env.get(name);
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
+}
+
+const decoder = new TextDecoder();
+
+/** Runs `program` with `env` as its whole environment; never throws for a non-zero exit. */
+async function runWithEnvOnly(
+  program: string,
+  args: readonly string[],
+  env: Record<string, string>,
+  stdin: string | undefined,
+): Promise<CommandResult> {
+  const started = Date.now();
+  const child = new Deno.Command(program, {
+    args: [...args],
+    cwd: REPO_DIR,
+    clearEnv: true,
+    env,
+    stdin: stdin === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  if (stdin !== undefined) {
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(stdin));
+    await writer.close();
+  }
+  const output = await child.output();
+  return {
+    code: output.code,
+    stdout: decoder.decode(output.stdout),
+    stderr: decoder.decode(output.stderr),
+    ms: Date.now() - started,
+  };
 }
 
 /** A compose project of compose.yaml under its own name, publishing Traefik on `port`. */
@@ -103,10 +158,19 @@ export class ComposeProject {
   readonly port: number;
   readonly prometheusPort: number;
 
+  readonly #settingsFile: string;
+  readonly #shell: Readonly<Record<string, string>>;
+
   constructor(name: string, port: number, options: ComposeProjectOptions = {}) {
     this.name = name;
     this.port = port;
     this.prometheusPort = options.prometheusPort ?? freePort();
+    this.#settingsFile = Deno.makeTempFileSync({ prefix: `${name}-`, suffix: ".env" });
+    Deno.writeTextFileSync(this.#settingsFile, options.settingsFile ?? "");
+    // compose reads it at every command, "down" included, so it stays while the test file runs.
+    const file = this.#settingsFile;
+    globalThis.addEventListener("unload", () => Deno.removeSync(file));
+    this.#shell = options.shell ?? {};
   }
 
   /** Where Traefik answers on the host. */
@@ -124,12 +188,86 @@ export class ComposeProject {
     return { HTTP_PORT: String(this.port), PROMETHEUS_PORT: String(this.prometheusPort) };
   }
 
-  /** `docker compose -p <name> …` with the published ports set, as a user would type it. */
+  /**
+   * `docker compose -p <name> …` with the published ports and the project's settings, as a user
+   * would type it.
+   */
   compose(args: readonly string[], options: { stdin?: string } = {}): Promise<CommandResult> {
-    return run("docker", ["compose", "-p", this.name, ...args], {
-      env: this.env,
-      stdin: options.stdin,
-    });
+    return runWithEnvOnly(
+      "docker",
+      ["compose", "-p", this.name, "--env-file", this.#settingsFile, ...args],
+      { ...dockerCliEnv(), ...this.#shell, ...this.env },
+      options.stdin,
+    );
+  }
+
+  /**
+   * `./stack <args>` on this project: the name, the published ports and the settings file given
+   * as compose's own variables (COMPOSE_PROJECT_NAME, COMPOSE_ENV_FILES), which every compose
+   * command of the script then reads.
+   */
+  stack(args: readonly string[]): Promise<CommandResult> {
+    return runWithEnvOnly("./stack", args, this.#stackEnv(), undefined);
+  }
+
+  /**
+   * The first line `./stack <args>` prints, for a command that goes on printing (`stats`): the
+   * pipe is then closed, as `./stack stats | head -n 1` closes it, and this resolves once the
+   * script has exited.
+   */
+  async stackLine(args: readonly string[]): Promise<string> {
+    const child = new Deno.Command("./stack", {
+      args: [...args],
+      cwd: REPO_DIR,
+      clearEnv: true,
+      env: this.#stackEnv(),
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const stderr = new Response(child.stderr).text();
+    const reader = child.stdout.getReader();
+    let text = "";
+    while (!text.includes("\n")) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    await reader.cancel();
+    await child.status;
+    const line = text.split("\n")[0] ?? "";
+    if (line === "") throw new Error(`./stack ${args.join(" ")} printed nothing:\n${await stderr}`);
+    await stderr;
+    return line;
+  }
+
+  #stackEnv(): Record<string, string> {
+    return {
+      ...dockerCliEnv(),
+      ...this.#shell,
+      ...this.env,
+      COMPOSE_PROJECT_NAME: this.name,
+      COMPOSE_ENV_FILES: this.#settingsFile,
+    };
+  }
+
+  /** The environment compose gave a container, as `NAME=value` lines read into a record. */
+  async containerEnv(containerId: string): Promise<Record<string, string>> {
+    const result = ok(
+      "docker inspect",
+      await run("docker", [
+        "inspect",
+        "-f",
+        "{{range .Config.Env}}{{println .}}{{end}}",
+        containerId,
+      ]),
+    );
+    return Object.fromEntries(
+      result.stdout.split("\n").filter((line) => line.includes("=")).map((line) => {
+        const equals = line.indexOf("=");
+        return [line.slice(0, equals), line.slice(equals + 1)];
+      }),
+    );
   }
 
   /** The project's containers, stopped ones included. */

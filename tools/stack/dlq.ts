@@ -1,7 +1,9 @@
 /**
- * `./stack dlq`: the dead letters of the running native stack, straight from
- * its Redis through `queue/dead_letters.ts` (the functions behind the API's
- * admin routes, so no token is needed: access to Redis is the permission).
+ * `./stack dlq`: the dead letters of the running stack, straight from its
+ * Redis through `queue/dead_letters.ts` (the functions behind the API's admin
+ * routes, so no token is needed: access to Redis is the permission).
+ * `./stack` runs it in a container on the compose project's network, with the
+ * API replicas' REDIS_URL as the URL.
  *
  *   dlq.ts <redis url> list [--offset N] [--limit N]
  *   dlq.ts <redis url> requeue [--reason KIND] [--id ID]…   (no filter: every letter)

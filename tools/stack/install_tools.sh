@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Installs what the native stack and the test suite need, each tool only when missing, so that
+# Installs what ./stack and the test suite need, each tool only when missing, so that
 # `./stack` works on a fresh machine and costs almost nothing on the next run. Sourced by ./stack.
 #
 #   STACK_TOOLS_DIR   where built and downloaded tools go (default ~/.cache/users-pipeline/tools);
@@ -267,7 +267,7 @@ ensure_deno_deps() {
 }
 
 # Prometheus (and promtool, which checks every /metrics endpoint) from Debian's package; the
-# native stack runs it as a local process like Redis and PostgreSQL.
+# test harness's native stack runs it as a local process like Redis and PostgreSQL.
 ensure_prometheus() {
   if command -v prometheus >/dev/null && command -v promtool >/dev/null; then return 0; fi
   apt_install prometheus

@@ -1,15 +1,15 @@
 /**
  * `./stack stats`: the dashboard's numbers in the terminal, read straight from the running
- * native stack's Redis (`queue/overview.ts`, so no admin token is needed) once a second. On a
- * terminal it redraws the screen; otherwise (piped, logged) it prints one line per second.
- * Ctrl-C exits 0.
+ * stack's Redis (`queue/overview.ts`, so no admin token is needed) once a second. On a terminal
+ * it redraws the screen; otherwise (piped, logged) it prints one line per second. Ctrl-C exits 0.
+ * `./stack` runs it in a container on the compose project's network.
  *
  * The rates come from the dashboard's own `rates.js`, so both views always agree on what
  * "ingest" and "stored" mean. While Redis does not answer it says so and keeps trying.
  *
- * Reads env: REDIS_URL (`./stack` passes the stack's, from `.stack/stack.json`), QUEUE_NAME
- * (`./stack` passes project.env's; default `users`), QUEUE_SHARDS and REDIS_CLUSTER_NODES (the
- * numbers then add up over every shard, on every master).
+ * Reads env, which `./stack` takes from a running API replica: REDIS_URL, QUEUE_NAME (default
+ * `users`), QUEUE_SHARDS and REDIS_CLUSTER_NODES (the numbers then add up over every shard, on
+ * every master).
  *
  * @module
  */
