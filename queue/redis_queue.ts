@@ -35,10 +35,12 @@
  *   replica takes over (Redis Cluster's or Sentinel's failover). Without
  *   `waitReplicas`, a push answered 202 can be lost that way (at most the
  *   writes of the last moments before the failover). With `waitReplicas` N,
- *   every push is followed, on the same connection, by `WAIT N timeout`, and
- *   is confirmed only if N replicas acknowledged it: otherwise the push
- *   rejects with {@linkcode WriteUnconfirmedError}, and the API answers 503
- *   (the user may still be stored: "unconfirmed", never "accepted and lost").
+ *   every push is followed, on the same connection, by `WAIT N timeout` (one
+ *   in flight per shard, covering every push sent since the last:
+ *   `confirmed_write.ts`), and is confirmed only if N replicas acknowledged
+ *   it: otherwise the push rejects with {@linkcode WriteUnconfirmedError}
+ *   within two `WAIT` timeouts, and the API answers 503 (the user may still
+ *   be stored: "unconfirmed", never "accepted and lost").
  *   A confirmed push survives the failover of its master as long as one of
  *   the N replicas that hold it is promoted (Redis Cluster promotes the most
  *   up-to-date replica). Fetches and acknowledgements are never confirmed:
@@ -63,11 +65,11 @@ import {
   fieldsOfReply,
   type ShardFetchOptions,
 } from "./batch.ts";
-import { runConfirmed, WriteUnconfirmedError } from "./confirmed_write.ts";
+import { ConfirmedWrites, WriteUnconfirmedError } from "./confirmed_write.ts";
 import type { DeadLetter } from "./dead_letters.ts";
 import { encodeEnvelope, type UserEnvelope } from "./envelope.ts";
 import type { QueueKeys } from "./keys.ts";
-import { type CallOf, type LuaScript, type ReplyOf, runScript } from "./lua_script.ts";
+import { type CallOf, type LuaScript, runScript } from "./lua_script.ts";
 import {
   ACK,
   defineQueueScripts,
@@ -144,6 +146,8 @@ export class RedisQueue {
   readonly #enqueueWithinMs: number;
   readonly #waitReplicas: number;
   readonly #waitTimeoutMs: number;
+  /** This shard's pushes, one `WAIT` in flight at a time (`confirmed_write.ts`). */
+  readonly #confirmedWrites: ConfirmedWrites;
   readonly keys: QueueKeys;
 
   constructor(redis: RedisClient, keys: QueueKeys, options: RedisQueueOptions = {}) {
@@ -153,17 +157,16 @@ export class RedisQueue {
     this.#enqueueWithinMs = options.enqueueWithinMs ?? 0;
     this.#waitReplicas = options.waitReplicas ?? 0;
     this.#waitTimeoutMs = options.waitTimeoutMs ?? 200;
+    this.#confirmedWrites = new ConfirmedWrites(redis, {
+      replicas: this.#waitReplicas,
+      timeoutMs: this.#waitTimeoutMs,
+    });
     this.keys = keys;
   }
 
   /** A push's script, followed by `WAIT` when replicas must confirm it (`confirmed_write.ts`). */
   #confirmed<S extends LuaScript>(script: S, call: CallOf<S>) {
-    return runConfirmed(this.#redis, {
-      script,
-      call,
-      replicas: this.#waitReplicas,
-      timeoutMs: this.#waitTimeoutMs,
-    }) as Promise<[reply: ReplyOf<S>, replicas: number]>;
+    return this.#confirmedWrites.run(script, call);
   }
 
   /** The error of a push `WAIT` did not confirm on enough replicas. */
