@@ -48,6 +48,9 @@
  *   idempotent by id, and an acknowledgement trims only the batch whose
  *   oldest item it names), so waiting for replicas would protect nothing and
  *   would stop a shard whose promoted master has no replica from draining.
+ *   The one item an undone fetch can store twice is a bare `{"name": …}`
+ *   pushed straight into Redis, which gets its id in the fetch (`lua/includes/with_id.lua`):
+ *   fetched again, it gets another. No 202 is such an item.
  *
  * One `RedisQueue` is one shard of the queue (`keys.ts`); `sharded_queue.ts`
  * spreads the work over every shard.
