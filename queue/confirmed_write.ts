@@ -99,7 +99,10 @@ interface Pending {
  * `WAIT` per pipeline bounds a write's wait to the `WAIT` in flight when it
  * arrived and its own: two `WAIT` timeouts and the round trips. A `WAIT`
  * confirms every write its connection sent before it, so one for the lot
- * confirms each of them exactly as one each would.
+ * confirms each of them exactly as one each would. Shards that share a
+ * master (QUEUE_SHARDS above the number of masters) each keep their own
+ * `WAIT` in flight on its connection, so there a write may also wait behind
+ * one `WAIT` of each other such shard.
  */
 export class ConfirmedWrites {
   readonly #redis: RedisClient;
