@@ -6,6 +6,7 @@
  * @module
  */
 
+import calculateSlot from "cluster-key-slot";
 import { Cluster } from "ioredis";
 import { type CallOf, type LuaScript, type ReplyOf, runScript } from "./lua_script.ts";
 import type { RedisClient } from "./scripts.ts";
@@ -76,41 +77,47 @@ interface Pending {
   readonly reject: (error: unknown) => void;
 }
 
+/** The writes bound for one node: those waiting, and the batch in flight. */
+interface Lane {
+  waiting: Pending[];
+  inFlight: object | undefined;
+}
+
+/** ioredis' refusal of a pipeline whose keys' slots are, by its map, on different nodes. */
+const SPLIT_NODES = "All keys in the pipeline should belong to the same slots allocation group";
+
 /**
- * The writes of one shard that replicas must confirm: each script is run,
- * then `WAIT` on the same connection, both in one pipeline, which ioredis
- * sends to the one node serving the shard's keys (a Redis Cluster routes a
- * keyless command of a pipeline with the pipeline's slot), so `WAIT` counts
- * the replicas of the master that ran the scripts.
+ * The writes that replicas must confirm, of every shard on one client: each
+ * script is run, then `WAIT` on the same connection, both in one pipeline,
+ * which ioredis sends to the one node serving the scripts' keys (a Redis
+ * Cluster routes a keyless command of a pipeline with the pipeline's slot),
+ * so `WAIT` counts the replicas of the master that ran the scripts.
  *
- * One `WAIT` at a time per shard, covering every write sent since the last:
- * the writes that arrive while one is in flight wait for it, then go together
- * in one pipeline behind one `WAIT`. Why: Redis blocks the connection that
- * sent a `WAIT` until enough replicas acknowledged or its timeout passed, and
- * ioredis sends everything bound for a node over one connection. When the
- * replicas cannot answer (a promoted master left without a replica, a replica
- * cut off), every `WAIT` lasts its whole timeout — even one following a write
- * that did nothing, as `WAIT` counts replicas, not writes — so `WAIT`s sent
- * behind one another queue up on that connection, each a whole timeout, and
- * once more than REDIS_TIMEOUT_MS / REDIS_WAIT_TIMEOUT_MS of them wait there
- * every later call outlives the API's deadline (a 503 `queue_unavailable`
- * instead of a prompt `unconfirmed`); and Redis still runs the calls the
- * client gave up on, so under steady load that queue never drains. One
- * `WAIT` per pipeline bounds a write's wait to the `WAIT` in flight when it
- * arrived and its own: two `WAIT` timeouts and the round trips. A `WAIT`
- * confirms every write its connection sent before it, so one for the lot
- * confirms each of them exactly as one each would. Shards that share a
- * master (QUEUE_SHARDS above the number of masters) each keep their own
- * `WAIT` in flight on its connection, so there a write may also wait behind
- * one `WAIT` of each other such shard.
+ * One `WAIT` at a time per node, covering every write sent to it since the
+ * last: the writes that arrive while one is in flight wait for it, then go
+ * together in one pipeline behind one `WAIT`. Why: Redis blocks the
+ * connection that sent a `WAIT` until enough replicas acknowledged or its
+ * timeout passed, and ioredis sends everything bound for a node over one
+ * connection. When the replicas cannot answer (a promoted master left without
+ * a replica, a replica cut off), every `WAIT` lasts its whole timeout — even
+ * one following a write that did nothing, as `WAIT` counts replicas, not
+ * writes — so `WAIT`s sent behind one another queue up on that connection,
+ * each a whole timeout, and once more than a few wait there every later call
+ * outlives the API's deadline (a 503 `queue_unavailable` instead of a prompt
+ * `unconfirmed`); and Redis still runs the calls the client gave up on, so
+ * under steady load that queue never drains. One `WAIT` per pipeline bounds a
+ * write's wait to the `WAIT` in flight when it arrived and its own: two `WAIT`
+ * timeouts and the round trips. A `WAIT` confirms every write its connection
+ * sent before it, so one for the lot confirms each of them exactly as one
+ * each would. The lanes are per node, not per shard, as shards may share a
+ * master (QUEUE_SHARDS above the number of masters): one `WAIT` per shard
+ * would again put several on one connection.
  */
 export class ConfirmedWrites {
   readonly #redis: RedisClient;
   readonly #replicas: number;
   readonly #timeoutMs: number;
-  #waiting: Pending[] = [];
-  /** The batch in flight, while the next one waits for it. */
-  #inFlight: object | undefined;
+  readonly #lanes = new Map<string, Lane>();
 
   constructor(redis: RedisClient, { replicas, timeoutMs }: ConfirmedWritesOptions) {
     this.#redis = redis;
@@ -131,29 +138,54 @@ export class ConfirmedWrites {
   ): Promise<[reply: ReplyOf<S>, replicas: number]> {
     if (this.#replicas === 0) return [await runScript(this.#redis, script, call), Infinity];
     const settled = await new Promise<[unknown, number]>((resolve, reject) => {
-      this.#waiting.push({
-        script,
-        call: call as CallOf<LuaScript>,
-        attempt: 1,
-        resolve,
-        reject,
-      });
-      this.#sendWaiting();
+      this.#enter([{ script, call: call as CallOf<LuaScript>, attempt: 1, resolve, reject }]);
     });
     return settled as [ReplyOf<S>, number];
   }
 
-  #sendWaiting(): void {
-    if (this.#inFlight !== undefined || this.#waiting.length === 0) return;
-    const batch = this.#waiting;
-    this.#waiting = [];
+  /**
+   * Queues `writes`, in order, in their nodes' lanes (`ahead`: before the
+   * writes waiting there, for writes sent again), and sends what can go.
+   */
+  #enter(writes: readonly Pending[], { ahead = false } = {}): void {
+    const touched = new Set<string>();
+    for (const write of ahead ? [...writes].reverse() : writes) {
+      const node = this.#nodeOf(write);
+      let lane = this.#lanes.get(node);
+      if (lane === undefined) {
+        lane = { waiting: [], inFlight: undefined };
+        this.#lanes.set(node, lane);
+      }
+      if (ahead) lane.waiting.unshift(write);
+      else lane.waiting.push(write);
+      touched.add(node);
+    }
+    for (const node of touched) this.#sendWaiting(node);
+  }
+
+  /** The node serving the write's first key, by the client's map; one lane for a standalone Redis. */
+  #nodeOf({ script, call }: Pending): string {
+    if (!(this.#redis instanceof Cluster)) return "";
+    const slot = calculateSlot(call.keys[script.keys[0]!]!);
+    return this.#redis.slots[slot]?.[0] ?? `slot ${slot}`;
+  }
+
+  #sendWaiting(node: string): void {
+    const lane = this.#lanes.get(node);
+    if (lane === undefined || lane.inFlight !== undefined) return;
+    if (lane.waiting.length === 0) {
+      this.#lanes.delete(node);
+      return;
+    }
+    const batch = lane.waiting;
+    lane.waiting = [];
     const inFlight = {};
-    this.#inFlight = inFlight;
+    lane.inFlight = inFlight;
     // Also when the stall below released it already: writes it sends again after a redirect
-    // go with the next batch, or as one now if none is in flight.
+    // are in their lanes by then.
     const release = () => {
-      if (this.#inFlight === inFlight) this.#inFlight = undefined;
-      this.#sendWaiting();
+      if (lane.inFlight === inFlight) lane.inFlight = undefined;
+      this.#sendWaiting(node);
     };
     // Redis answers a WAIT within its timeout: a call in flight twice as long is held up
     // elsewhere (a node that stalls, a client retrying a closed connection), not by replicas,
@@ -169,12 +201,18 @@ export class ConfirmedWrites {
   async #send(batch: readonly Pending[]): Promise<void> {
     let replies: [Error | null, unknown][];
     try {
-      const pipeline = this.#redis.pipeline();
-      // Only queued: the replies come from exec().
-      for (const { script, call } of batch) runScript(pipeline, script, call);
-      pipeline.wait(this.#replicas, this.#timeoutMs);
-      replies = (await pipeline.exec()) as [Error | null, unknown][];
+      replies = await this.#exec(batch);
     } catch (error) {
+      // The client's map put two of the lane's slots on different nodes since the writes
+      // entered it (a failover it has half learnt): each slot goes on its own.
+      if (error instanceof Error && error.message === SPLIT_NODES && batch.length > 1) {
+        const bySlot = Map.groupBy(
+          batch,
+          ({ script, call }) => calculateSlot(call.keys[script.keys[0]!]!),
+        );
+        await Promise.all([...bySlot.values()].map((writes) => this.#send(writes)));
+        return;
+      }
       for (const pending of batch) pending.reject(error);
       return;
     }
@@ -200,7 +238,16 @@ export class ConfirmedWrites {
     });
     if (redirected.length > 0) {
       await refreshSlots(this.#redis);
-      this.#waiting = [...redirected, ...this.#waiting];
+      this.#enter(redirected, { ahead: true });
     }
+  }
+
+  /** The batch's scripts and one `WAIT`, as one pipeline; the replies in that order. */
+  async #exec(batch: readonly Pending[]): Promise<[Error | null, unknown][]> {
+    const pipeline = this.#redis.pipeline();
+    // Only queued: the replies come from exec().
+    for (const { script, call } of batch) runScript(pipeline, script, call);
+    pipeline.wait(this.#replicas, this.#timeoutMs);
+    return (await pipeline.exec()) as [Error | null, unknown][];
   }
 }

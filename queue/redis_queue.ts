@@ -36,7 +36,7 @@
  *   `waitReplicas`, a push answered 202 can be lost that way (at most the
  *   writes of the last moments before the failover). With `waitReplicas` N,
  *   every push is followed, on the same connection, by `WAIT N timeout` (one
- *   in flight per shard, covering every push sent since the last:
+ *   in flight per node, covering every push sent since the last:
  *   `confirmed_write.ts`), and is confirmed only if N replicas acknowledged
  *   it: otherwise the push rejects with {@linkcode WriteUnconfirmedError}
  *   within two `WAIT` timeouts, and the API answers 503 (the user may still
@@ -135,6 +135,12 @@ export interface RedisQueueOptions {
   readonly waitReplicas?: number;
   /** How long each `WAIT` may take (REDIS_WAIT_TIMEOUT_MS). @default 200 */
   readonly waitTimeoutMs?: number;
+  /**
+   * The confirmed writes of every shard on `redis`, made with the same
+   * `waitReplicas` and `waitTimeoutMs`, so that shards sharing a master share
+   * its one `WAIT` in flight (`confirmed_write.ts`). @default this shard's own
+   */
+  readonly confirmedWrites?: ConfirmedWrites;
 }
 
 /** Options of {@linkcode RedisQueue.enqueueFitting}. */
@@ -149,7 +155,7 @@ export class RedisQueue {
   readonly #enqueueWithinMs: number;
   readonly #waitReplicas: number;
   readonly #waitTimeoutMs: number;
-  /** This shard's pushes, one `WAIT` in flight at a time (`confirmed_write.ts`). */
+  /** The pushes, one `WAIT` in flight at a time per node (`confirmed_write.ts`). */
   readonly #confirmedWrites: ConfirmedWrites;
   readonly keys: QueueKeys;
 
@@ -160,7 +166,7 @@ export class RedisQueue {
     this.#enqueueWithinMs = options.enqueueWithinMs ?? 0;
     this.#waitReplicas = options.waitReplicas ?? 0;
     this.#waitTimeoutMs = options.waitTimeoutMs ?? 200;
-    this.#confirmedWrites = new ConfirmedWrites(redis, {
+    this.#confirmedWrites = options.confirmedWrites ?? new ConfirmedWrites(redis, {
       replicas: this.#waitReplicas,
       timeoutMs: this.#waitTimeoutMs,
     });

@@ -38,12 +38,12 @@
  * most of a request's CPU on the hot path. A group that goes behind a call
  * whose `WAIT` is in flight is held by the queue until that `WAIT` returns
  * (Redis blocks the connection meanwhile), then goes with the others held
- * behind one `WAIT` of its own (`queue/confirmed_write.ts`), so a shard's
- * `WAIT`s never queue up behind one another however long each takes.
+ * behind one `WAIT` of its own (`queue/confirmed_write.ts`), so `WAIT`s never
+ * queue up behind one another on a node's connection however long each takes.
  *
  * With shards ({@linkcode ShardedPushes}), each shard groups its own users:
- * one script call (and one `WAIT`) in flight per shard, each sent to the
- * node that holds that shard.
+ * one script call in flight per shard (and one `WAIT` per node), each sent
+ * to the node that holds that shard.
  *
  * @module
  */
