@@ -107,7 +107,8 @@ const SPLIT_NODES = "All keys in the pipeline should belong to the same slots al
  * `unconfirmed`); and Redis still runs the calls the client gave up on, so
  * under steady load that queue never drains. One `WAIT` per pipeline bounds a
  * write's wait to the `WAIT` in flight when it arrived and its own: two `WAIT`
- * timeouts and the round trips. A `WAIT` confirms every write its connection
+ * timeouts (each perhaps a Redis cron tick late, as Redis ends a blocked
+ * command on its tick: 100 ms at the default `hz`) and the round trips. A `WAIT` confirms every write its connection
  * sent before it, so one for the lot confirms each of them exactly as one
  * each would. The lanes are per node, not per shard, as shards may share a
  * master (QUEUE_SHARDS above the number of masters): one `WAIT` per shard
