@@ -35,10 +35,12 @@
  *   replica takes over (Redis Cluster's or Sentinel's failover). Without
  *   `waitReplicas`, a push answered 202 can be lost that way (at most the
  *   writes of the last moments before the failover). With `waitReplicas` N,
- *   every push is followed, on the same connection, by `WAIT N timeout`, and
- *   is confirmed only if N replicas acknowledged it: otherwise the push
- *   rejects with {@linkcode WriteUnconfirmedError}, and the API answers 503
- *   (the user may still be stored: "unconfirmed", never "accepted and lost").
+ *   every push is followed, on the same connection, by `WAIT N timeout` (one
+ *   in flight per node, covering every push sent since the last:
+ *   `confirmed_write.ts`), and is confirmed only if N replicas acknowledged
+ *   it: otherwise the push rejects with {@linkcode WriteUnconfirmedError}
+ *   within two `WAIT` timeouts, and the API answers 503 (the user may still
+ *   be stored: "unconfirmed", never "accepted and lost").
  *   A confirmed push survives the failover of its master as long as one of
  *   the N replicas that hold it is promoted (Redis Cluster promotes the most
  *   up-to-date replica). Fetches and acknowledgements are never confirmed:
@@ -46,6 +48,9 @@
  *   idempotent by id, and an acknowledgement trims only the batch whose
  *   oldest item it names), so waiting for replicas would protect nothing and
  *   would stop a shard whose promoted master has no replica from draining.
+ *   The one item an undone fetch can store twice is a bare `{"name": …}`
+ *   pushed straight into Redis, which gets its id in the fetch (`lua/includes/with_id.lua`):
+ *   fetched again, it gets another. No 202 is such an item.
  *
  * One `RedisQueue` is one shard of the queue (`keys.ts`); `sharded_queue.ts`
  * spreads the work over every shard.
@@ -63,11 +68,11 @@ import {
   fieldsOfReply,
   type ShardFetchOptions,
 } from "./batch.ts";
-import { runConfirmed, WriteUnconfirmedError } from "./confirmed_write.ts";
+import { ConfirmedWrites, WriteUnconfirmedError } from "./confirmed_write.ts";
 import type { DeadLetter } from "./dead_letters.ts";
 import { encodeEnvelope, type UserEnvelope } from "./envelope.ts";
 import type { QueueKeys } from "./keys.ts";
-import { type CallOf, type LuaScript, type ReplyOf, runScript } from "./lua_script.ts";
+import { type CallOf, type LuaScript, runScript } from "./lua_script.ts";
 import {
   ACK,
   defineQueueScripts,
@@ -130,6 +135,12 @@ export interface RedisQueueOptions {
   readonly waitReplicas?: number;
   /** How long each `WAIT` may take (REDIS_WAIT_TIMEOUT_MS). @default 200 */
   readonly waitTimeoutMs?: number;
+  /**
+   * The confirmed writes of every shard on `redis`, made with the same
+   * `waitReplicas` and `waitTimeoutMs`, so that shards sharing a master share
+   * its one `WAIT` in flight (`confirmed_write.ts`). @default this shard's own
+   */
+  readonly confirmedWrites?: ConfirmedWrites;
 }
 
 /** Options of {@linkcode RedisQueue.enqueueFitting}. */
@@ -144,6 +155,8 @@ export class RedisQueue {
   readonly #enqueueWithinMs: number;
   readonly #waitReplicas: number;
   readonly #waitTimeoutMs: number;
+  /** The pushes, one `WAIT` in flight at a time per node (`confirmed_write.ts`). */
+  readonly #confirmedWrites: ConfirmedWrites;
   readonly keys: QueueKeys;
 
   constructor(redis: RedisClient, keys: QueueKeys, options: RedisQueueOptions = {}) {
@@ -153,17 +166,16 @@ export class RedisQueue {
     this.#enqueueWithinMs = options.enqueueWithinMs ?? 0;
     this.#waitReplicas = options.waitReplicas ?? 0;
     this.#waitTimeoutMs = options.waitTimeoutMs ?? 200;
+    this.#confirmedWrites = options.confirmedWrites ?? new ConfirmedWrites(redis, {
+      replicas: this.#waitReplicas,
+      timeoutMs: this.#waitTimeoutMs,
+    });
     this.keys = keys;
   }
 
   /** A push's script, followed by `WAIT` when replicas must confirm it (`confirmed_write.ts`). */
   #confirmed<S extends LuaScript>(script: S, call: CallOf<S>) {
-    return runConfirmed(this.#redis, {
-      script,
-      call,
-      replicas: this.#waitReplicas,
-      timeoutMs: this.#waitTimeoutMs,
-    }) as Promise<[reply: ReplyOf<S>, replicas: number]>;
+    return this.#confirmedWrites.run(script, call);
   }
 
   /** The error of a push `WAIT` did not confirm on enough replicas. */

@@ -40,6 +40,7 @@ import { v7 as uuidv7 } from "uuid";
 import type { UserEnvelope } from "./envelope.ts";
 import { type QueueKeys, shardOf } from "./keys.ts";
 import { FencedError, FetchedBatch, type FetchOptions } from "./batch.ts";
+import { ConfirmedWrites } from "./confirmed_write.ts";
 import { RedisQueue, type RedisQueueOptions } from "./redis_queue.ts";
 import type { RedisClient } from "./scripts.ts";
 
@@ -57,7 +58,14 @@ export class ShardedQueue {
   constructor(redis: RedisClient, keys: readonly QueueKeys[], options: RedisQueueOptions = {}) {
     if (keys.length === 0) throw new RangeError("Cannot make a queue of no shards");
     this.keys = keys;
-    this.shards = keys.map((shard) => new RedisQueue(redis, shard, options));
+    // One set of lanes for every shard: shards on one master share its WAIT in flight.
+    const confirmedWrites = options.confirmedWrites ?? new ConfirmedWrites(redis, {
+      replicas: options.waitReplicas ?? 0,
+      timeoutMs: options.waitTimeoutMs ?? 200,
+    });
+    this.shards = keys.map((shard) =>
+      new RedisQueue(redis, shard, { ...options, confirmedWrites })
+    );
   }
 
   /** The shard (its index) a user with this id belongs to. */

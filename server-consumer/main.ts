@@ -54,7 +54,11 @@ export async function main(hooks: ConsumerHooks = {}): Promise<void> {
   // master never received, and either undo only delivers those users again: the insert is
   // idempotent by id, and the acknowledgement trims only a batch whose oldest item is still at
   // the end of the processing list. Nothing accepted depends on them, so confirming them would
-  // only stop a shard whose promoted master has no replica left from draining the 202s it holds.
+  // only stop a shard whose promoted master has no replica left from draining the 202s it holds
+  // (each WAIT there fails after its whole timeout). What they do not cover: a bare
+  // `{"name": …}` pushed straight into Redis gets its id in the fetch, so a fetch undone after
+  // its insert committed gives it a second id and a second row; an API user's id is minted
+  // before its push, so a 202 is stored once whatever is undone.
   const queue = new ShardedQueue(redis.commands, keys);
   const timeoutMs = config.STATEMENT_TIMEOUT_MS;
   const store = new PostgresStore(() => postgres.connect(storeClientOptions(timeoutMs)), timeoutMs);

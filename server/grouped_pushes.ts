@@ -20,10 +20,10 @@
  *   answered 503 for being too slow (each request's own bound starts later);
  * - a failure (Redis down, a timeout) rejects every request of the group,
  *   which nothing was pushed for;
- * - with replicas to confirm the push (REDIS_WAIT_REPLICAS), one `WAIT`
- *   follows each group's call (`redis_queue.ts`), not one per request: when
- *   it confirms too few, the requests whose users were pushed are rejected
- *   with {@linkcode WriteUnconfirmedError}, the others as full.
+ * - with replicas to confirm the push (REDIS_WAIT_REPLICAS), a `WAIT`
+ *   follows the group's call (`queue/confirmed_write.ts`), not one per
+ *   request: when it confirms too few, the requests whose users were pushed
+ *   are rejected with {@linkcode WriteUnconfirmedError}, the others as full.
  *
  * One group is in flight at a time: while a group's call is, the users that
  * arrive wait and then go as the next group, however many turns that took —
@@ -35,13 +35,15 @@
  * the next group bigger, and each call's fixed price (the client's command
  * and timer, the write, the script, the reply) is paid once per group of
  * whatever arrived meanwhile rather than once per event-loop turn, which is
- * most of a request's CPU on the hot path. A `WAIT`
- * blocks the connection until the replicas answer, so with confirmed pushes
- * this matters all the more.
+ * most of a request's CPU on the hot path. A group that goes behind a call
+ * whose `WAIT` is in flight is held by the queue until that `WAIT` returns
+ * (Redis blocks the connection meanwhile), then goes with the others held
+ * behind one `WAIT` of its own (`queue/confirmed_write.ts`), so `WAIT`s never
+ * queue up behind one another on a node's connection however long each takes.
  *
  * With shards ({@linkcode ShardedPushes}), each shard groups its own users:
- * one script call (and one `WAIT`) in flight per shard, each sent to the
- * node that holds that shard.
+ * one script call in flight per shard (and one `WAIT` per node), each sent
+ * to the node that holds that shard.
  *
  * @module
  */

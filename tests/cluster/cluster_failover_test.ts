@@ -10,10 +10,11 @@
  * - with REDIS_WAIT_REPLICAS=1 a 202 is given only once a replica holds the push, so no request
  *   sent while the master was alone gets a 202 for a user of its shards (asserted: the control
  *   that WAIT was in force), and nothing accepted is lost and nothing is stored twice (asserted).
- *   Those requests are answered 503: `unconfirmed`, or `queue_unavailable` when WAITs queued on
- *   the API's connection outlast REDIS_TIMEOUT_MS; such a user may be stored, once at most. Until
- *   the killed master is back as the promoted one's replica, that shard's pushes cannot be
- *   confirmed either. Each of those 503s must fall in the failover's window; outside it, none;
+ *   Those requests are answered 503: `unconfirmed` while the master runs alone,
+ *   `queue_unavailable` once it is dead and until its replica serves its slots; such a user may
+ *   be stored, once at most. Until the killed master is back as the promoted one's replica, that
+ *   shard's pushes cannot be confirmed either. Each of those 503s must fall in the failover's
+ *   window; outside it, none;
  * - without it, replication stays asynchronous and a 202 whose push had not reached the replica
  *   (and that no consumer had taken yet) is lost: the documented window. The scenario measures and
  *   prints it, fails as inconclusive when nothing was lost (the control: the checks must see the
@@ -24,6 +25,14 @@
  * caught up), with and without WAIT: nothing is lost either way, and once the cluster is whole
  * the API accepts pushes again, although the old master, still up as a replica, answers MOVED to
  * a client that has not yet learnt the new layout.
+ * Then the README's own deployment (3 masters and 3 replicas, QUEUE_SHARDS=3,
+ * REDIS_WAIT_REPLICAS=1), and the same with QUEUE_SHARDS=6 (two shards on each master), with a
+ * master SIGKILLed and left dead until the accounting is done: the promoted replica has no
+ * replica of its own, so its shards can confirm nothing. The users answered 202 before the kill,
+ * waiting there (PostgreSQL frozen meanwhile), are taken from the promoted master and stored
+ * exactly once with the old one still dead; every push to those shards is refused with 503
+ * `unconfirmed` within twice REDIS_WAIT_TIMEOUT_MS and a Redis tick each (none waits out
+ * REDIS_TIMEOUT_MS into a `queue_unavailable`), and the other shards accept every push.
  * Each prints its accounting line (accepted, stored, lost, duplicated, unconfirmed…).
  *
  * @module
@@ -32,9 +41,11 @@
 import assert from "node:assert/strict";
 import { shardOf } from "@users-pipeline/queue";
 import type { RedisCluster } from "@users-pipeline/harness/redis_cluster";
-import { waitFor } from "@users-pipeline/harness/wait";
-import { type Excuse, QUEUE_UNCONFIRMED } from "../support/answer_check.ts";
+import { delay, waitFor } from "@users-pipeline/harness/wait";
+import { type Excuse, QUEUE_UNAVAILABLE, QUEUE_UNCONFIRMED } from "../support/answer_check.ts";
 import { clusterScenario } from "../support/scenario.ts";
+import { ANSWER_MARGIN_MS } from "../support/service_env.ts";
+import { REDIS_TICK_MS } from "../support/topology.ts";
 import type { LoadGenerator, Outcome } from "../support/fault_load.ts";
 import { refusals, seconds } from "../support/summary_phrases.ts";
 
@@ -42,6 +53,13 @@ import { refusals, seconds } from "../support/summary_phrases.ts";
 const PHASE = 600;
 /** How long the master goes on alone, its replica cut off, before it is killed. */
 const LAG_MS = 1_000;
+/**
+ * How long the APIs' client may take to learn a new layout once the cluster is whole: a node's
+ * slot map reaches it by a redirect or by its periodic refresh.
+ */
+const LEARN_MS = 5_000;
+/** How long the load goes on with a master left dead, its shard's master without a replica. */
+const LEFT_DEAD_MS = 10_000;
 
 const CASES = [
   { wait: 1, shards: 1 },
@@ -76,7 +94,7 @@ for (const { wait, shards } of CASES) {
       // (README, "Failover and `REDIS_WAIT_REPLICAS`": "Fewer confirmations in time give 503
       // `unconfirmed`"). Outside it, neither may occur.
       const fault = stage.fault(`${master.name} SIGKILLed`, failoverExcuses(wait), {
-        graceMs: 5_000,
+        graceMs: LEARN_MS,
       });
       // Read before killMaster() drops the replicas' links, so that a push the master ran alone
       // just after the drop, answered before `cutAt` was read, is inside the loss window.
@@ -167,7 +185,7 @@ for (const wait of [1, 0]) {
       // The old master stays up, as a replica: a client that still sends it the shard's
       // commands is told MOVED, and must follow it. The window is the failover's, as above.
       const fault = stage.fault(`${master.name} handed over`, failoverExcuses(wait), {
-        graceMs: 5_000,
+        graceMs: LEARN_MS,
       });
       const { promoted, ms } = await cluster.handOver(master);
       fault();
@@ -187,6 +205,147 @@ for (const wait of [1, 0]) {
           `after the last answer; refusals: ${refusals(outcomes)}`,
       );
     },
+  );
+}
+
+// The README's own deployment ("Redis Cluster, shards and replicas": 3 masters and 3 replicas,
+// QUEUE_SHARDS=3, REDIS_WAIT_REPLICAS=1) losing a master for good: the replica promoted in its
+// place has no replica of its own, so no push to its shard can be confirmed until one joins it.
+// And with twice as many shards as masters, where the promoted master serves two shards over one
+// connection of each API.
+for (const shards of [3, 6]) {
+  clusterScenario(
+    `cluster, QUEUE_SHARDS=${shards}, REDIS_WAIT_REPLICAS=1: a master SIGKILLed under load and ` +
+      "left dead keeps every 202 it confirmed, and its shards' pushes are refused promptly as " +
+      "unconfirmed",
+    { shards },
+    async (stage) => {
+      const { topology: { cluster }, pg, redis } = stage.world;
+      const env = { REDIS_WAIT_REPLICAS: "1" };
+      const waitTimeoutMs = Number(stage.env(env).REDIS_WAIT_TIMEOUT_MS);
+      const apis = [await stage.server(env), await stage.server(env)];
+      await stage.consumer(env);
+      await stage.consumer(env);
+      const load = stage.load(apis, "left-dead", { ratePerSecond: 300, concurrency: 64 });
+      await accepted(load, PHASE);
+      const master = await cluster.masterOf(stage.shards[0]!.queue);
+      const orphaned = new Set<number>();
+      for (const [i, shard] of stage.shards.entries()) {
+        if ((await cluster.masterOf(shard.queue)) === master) orphaned.add(i);
+      }
+      // README: "`redis-cli --cluster create` gives the masters equal contiguous ranges, so K equal
+      // to the number of masters puts one shard on each" (and K twice that, two).
+      const masters = (await cluster.masters()).length;
+      assert.equal(orphaned.size, shards / masters, "the killed master's share of the shards");
+      const orphanedQueue = stage.shards[[...orphaned][0]!]!.queue;
+      // Until the cluster is whole without it, and LEARN_MS for the APIs' client to learn the new
+      // layout: 503 queue_unavailable while the shard has no master (README, "Every answer is
+      // prompt": 503 when Redis did not answer), unconfirmed once it has one without a replica.
+      const fault = stage.fault(`${master.name} SIGKILLed`, ["unavailable", "unconfirmed"], {
+        graceMs: LEARN_MS,
+      });
+      // PostgreSQL frozen, so users answered 202 before the kill wait in the shard's list (a
+      // backlog, as under load) and must be taken from the promoted master, which holds them as
+      // WAIT confirmed them, while the old one stays dead.
+      pg.server.freeze();
+      let failover;
+      let backlog = 0;
+      try {
+        await waitFor(`a backlog in ${orphanedQueue}`, async () => {
+          backlog = await redis.llen(orphanedQueue);
+          return backlog >= 100;
+        }, { timeoutMs: 20_000, intervalMs: 50 });
+        failover = await cluster.killMaster(master);
+      } finally {
+        pg.server.thaw();
+      }
+      fault();
+      const deadFrom = Date.now() + LEARN_MS;
+      // From then on the shard has a master without a replica: README, "Failover and
+      // `REDIS_WAIT_REPLICAS`": "every push to its shards is refused until a replica joins it",
+      // each with 503 `unconfirmed`, and nothing else.
+      const leftDead = stage.fault(`${master.name} left dead`, ["unconfirmed"]);
+      await delay(LEARN_MS + LEFT_DEAD_MS);
+      const outcomes = await load.stop();
+      leftDead();
+      // The old master is still dead: the consumers drain the promoted one, and every 202 (those
+      // of the backlog above included) must be stored exactly once.
+      const drainMs = await stage.drain();
+      const late = outcomes.filter((o) => o.sentAt >= deadFrom);
+      const inShard = (o: Outcome) =>
+        o.id !== undefined && orphaned.has(shardOf(o.id, stage.shards.length));
+      const lateOrphaned = late.filter(inShard);
+      const lateOthers = late.filter((o) => o.id === undefined || !inShard(o));
+      // README, "Failover and `REDIS_WAIT_REPLICAS`": refused within twice REDIS_WAIT_TIMEOUT_MS
+      // (the WAIT in flight when it arrived, then its own), each WAIT ending up to a Redis tick
+      // late, plus ANSWER_MARGIN_MS for the API's and the client's event loops on a loaded machine.
+      const boundMs = 2 * (waitTimeoutMs + REDIS_TICK_MS) + ANSWER_MARGIN_MS;
+      const wholeAt = failover.killedAt + failover.ms;
+      const lastUnavailable = Math.max(
+        wholeAt,
+        ...outcomes.filter((o) => o.code === QUEUE_UNAVAILABLE).map((o) => o.sentAt + o.ms),
+      );
+      // Printed before the checks, so that a failing run says what it saw too.
+      console.log(
+        `cluster failover K=${shards} REDIS_WAIT_REPLICAS=1, ${master.name} (shards ` +
+          `${[...orphaned]}) left dead: ${backlog} users ` +
+          `answered 202 waited in its first shard at the kill; ${failover.promoted.name} promoted and ` +
+          `the cluster whole without it ${seconds(failover.ms)} after the kill (the last 503 ` +
+          `queue_unavailable answered ${seconds(lastUnavailable - wholeAt)} after that); then ` +
+          `${seconds(LEFT_DEAD_MS)} with it dead: ${lateOrphaned.length} pushes to its shards ` +
+          `(${answerCounts(lateOrphaned)}; slowest ${
+            Math.max(0, ...lateOrphaned.map((o) => o.ms))
+          } ` +
+          `ms, bound ${boundMs} ms), ${lateOthers.length} to the others ` +
+          `(${answerCounts(lateOthers)}); ${outcomes.length} sent in all ` +
+          `(${answerCounts(outcomes)}); drained ${seconds(drainMs)} after the last answer with ` +
+          `the old master still dead`,
+      );
+      assert.ok(
+        lateOrphaned.length > 0,
+        "inconclusive: no push to the orphaned shard after the failover",
+      );
+      const wrong = lateOrphaned.filter((o) => o.status !== 503 || o.code !== QUEUE_UNCONFIRMED);
+      const slow = lateOrphaned.filter((o) => o.ms > boundMs);
+      assert.deepEqual(
+        { wrong: sample(wrong), slow: sample(slow) },
+        { wrong: [], slow: [] },
+        `pushes to the orphaned shard must be refused as unconfirmed within ${boundMs} ms ` +
+          `(${wrong.length} otherwise, ${slow.length} slower, of ${lateOrphaned.length})`,
+      );
+      const refusedElsewhere = lateOthers.filter((o) => o.kind !== "accepted");
+      assert.deepEqual(sample(refusedElsewhere), [], "the other shards accept every push");
+      await stage.verify(outcomes, {
+        label: `cluster K=${shards} REDIS_WAIT_REPLICAS=1, master left dead`,
+        refusedMayBeStored: true,
+        crashCountsMayRemain: true,
+      });
+      assert.ok(
+        !master.server.process.running,
+        "the old master stayed dead through the accounting",
+      );
+      await stage.stopAll();
+      await cluster.restart(master);
+    },
+  );
+}
+
+/** How many of `outcomes` got each answer: `202 × 900, 503 unconfirmed × 300`. */
+function answerCounts(outcomes: readonly Outcome[]): string {
+  const counts = new Map<string, number>();
+  for (const o of outcomes) {
+    const answer = o.status === undefined
+      ? (o.timedOut ? "no answer" : "cut")
+      : `${o.status}${o.code === undefined ? "" : ` ${o.code}`}`;
+    counts.set(answer, (counts.get(answer) ?? 0) + 1);
+  }
+  return [...counts].map(([answer, n]) => `${answer} × ${n}`).join(", ") || "none";
+}
+
+/** The first few of `outcomes`, for a failure message. */
+function sample(outcomes: readonly Outcome[]): string[] {
+  return outcomes.slice(0, 3).map((o) =>
+    `${o.name}: ${o.status ?? "no answer"} ${o.code ?? ""} after ${o.ms} ms`
   );
 }
 

@@ -14,6 +14,14 @@ import { RedisCluster } from "@users-pipeline/harness/redis_cluster";
 import { startRedis, type TestRedis } from "@users-pipeline/harness/services";
 import type { EnvChanges } from "./service_env.ts";
 
+/**
+ * How late Redis may end a blocking command at its timeout (`WAIT`'s, say): it checks those
+ * timeouts on its cron tick, every 1000 / `hz` ms, and neither redis.conf nor the cluster's
+ * nodes change `hz` from its default of 10. An idle Redis's `WAIT 1 200` with no replica lasts
+ * about 300 ms.
+ */
+export const REDIS_TICK_MS = 100;
+
 /** How long a stage waits for what runs on a topology. */
 export interface Patience {
   /** For a service to get ready (its event, its `/readyz`). */
