@@ -25,7 +25,7 @@
  * caught up), with and without WAIT: nothing is lost either way, and once the cluster is whole
  * the API accepts pushes again, although the old master, still up as a replica, answers MOVED to
  * a client that has not yet learnt the new layout.
- * Then the README's own deployment (3 masters and 3 replicas, QUEUE_SHARDS=3,
+ * Then the deployment docs/scaling.md describes (3 masters and 3 replicas, QUEUE_SHARDS=3,
  * REDIS_WAIT_REPLICAS=1), and the same with QUEUE_SHARDS=6 (two shards on each master), with a
  * master SIGKILLed and left dead until the accounting is done: the promoted replica has no
  * replica of its own, so its shards can confirm nothing. The users answered 202 before the kill,
@@ -91,7 +91,7 @@ for (const { wait, shards } of CASES) {
       // The failover window, from the cut until the old master is back as the promoted one's
       // replica, and 5 s for the APIs' client to learn the new layout: a 503 queue_unavailable
       // while the shard has no master, and with WAIT a 503 unconfirmed while it has no replica
-      // (README, "Failover and `REDIS_WAIT_REPLICAS`": "Fewer confirmations in time give 503
+      // (docs/scaling.md, "Failover and `REDIS_WAIT_REPLICAS`": "Fewer confirmations in time give 503
       // `unconfirmed`"). Outside it, neither may occur.
       const fault = stage.fault(`${master.name} SIGKILLed`, failoverExcuses(wait), {
         graceMs: LEARN_MS,
@@ -119,7 +119,7 @@ for (const { wait, shards } of CASES) {
       await accepted(load, load.count("accepted") + PHASE);
       const outcomes = await load.stop();
       const drainMs = await stage.drain();
-      // Without WAIT, only a 202 the master gave alone may be lost (README, "Failover and
+      // Without WAIT, only a 202 the master gave alone may be lost (docs/scaling.md, "Failover and
       // `REDIS_WAIT_REPLICAS`": "without WAIT a failover can lose users answered 202 in its last
       // moments"); with it, none.
       const report = await stage.verify(outcomes, {
@@ -208,7 +208,7 @@ for (const wait of [1, 0]) {
   );
 }
 
-// The README's own deployment ("Redis Cluster, shards and replicas": 3 masters and 3 replicas,
+// The deployment of docs/scaling.md ("Redis Cluster": 3 masters and 3 replicas,
 // QUEUE_SHARDS=3, REDIS_WAIT_REPLICAS=1) losing a master for good: the replica promoted in its
 // place has no replica of its own, so no push to its shard can be confirmed until one joins it.
 // And with twice as many shards as masters, where the promoted master serves two shards over one
@@ -233,13 +233,13 @@ for (const shards of [3, 6]) {
       for (const [i, shard] of stage.shards.entries()) {
         if ((await cluster.masterOf(shard.queue)) === master) orphaned.add(i);
       }
-      // README: "`redis-cli --cluster create` gives the masters equal contiguous ranges, so K equal
+      // docs/scaling.md: "`redis-cli --cluster create` gives the masters equal contiguous ranges, so K equal
       // to the number of masters puts one shard on each" (and K twice that, two).
       const masters = (await cluster.masters()).length;
       assert.equal(orphaned.size, shards / masters, "the killed master's share of the shards");
       const orphanedQueue = stage.shards[[...orphaned][0]!]!.queue;
       // Until the cluster is whole without it, and LEARN_MS for the APIs' client to learn the new
-      // layout: 503 queue_unavailable while the shard has no master (README, "Every answer is
+      // layout: 503 queue_unavailable while the shard has no master (docs/delivery.md, "Every answer is
       // prompt": 503 when Redis did not answer), unconfirmed once it has one without a replica.
       const fault = stage.fault(`${master.name} SIGKILLed`, ["unavailable", "unconfirmed"], {
         graceMs: LEARN_MS,
@@ -261,9 +261,9 @@ for (const shards of [3, 6]) {
       }
       fault();
       const deadFrom = Date.now() + LEARN_MS;
-      // From then on the shard has a master without a replica: README, "Failover and
-      // `REDIS_WAIT_REPLICAS`": "every push to its shards is refused until a replica joins it",
-      // each with 503 `unconfirmed`, and nothing else.
+      // From then on the shard has a master without a replica: docs/scaling.md, "Failover and
+      // `REDIS_WAIT_REPLICAS`": "every push to those shards gets 503 `unconfirmed`", and
+      // nothing else.
       const leftDead = stage.fault(`${master.name} left dead`, ["unconfirmed"]);
       await delay(LEARN_MS + LEFT_DEAD_MS);
       const outcomes = await load.stop();
@@ -276,7 +276,7 @@ for (const shards of [3, 6]) {
         o.id !== undefined && orphaned.has(shardOf(o.id, stage.shards.length));
       const lateOrphaned = late.filter(inShard);
       const lateOthers = late.filter((o) => o.id === undefined || !inShard(o));
-      // README, "Failover and `REDIS_WAIT_REPLICAS`": refused within twice REDIS_WAIT_TIMEOUT_MS
+      // docs/scaling.md, "Failover and `REDIS_WAIT_REPLICAS`": refused within twice REDIS_WAIT_TIMEOUT_MS
       // (the WAIT in flight when it arrived, then its own), each WAIT ending up to a Redis tick
       // late, plus ANSWER_MARGIN_MS for the API's and the client's event loops on a loaded machine.
       const boundMs = 2 * (waitTimeoutMs + REDIS_TICK_MS) + ANSWER_MARGIN_MS;

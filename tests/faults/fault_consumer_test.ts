@@ -191,20 +191,20 @@ scenario("a message that crashes every consumer is buried after 3 deliveries", a
 /**
  * What the test adds to each bound it checks, for its own measuring: the kill
  * is timed after the signal is sent, each poll waits 20 ms and a round trip,
- * and the survivor's timers fire a little late on a busy machine. The README
+ * and the survivor's timers fire a little late on a busy machine. docs/delivery.md
  * ("Crashes are recovered") names it.
  */
 const RECOVERY_SLACK_MS = 200;
 
 /**
- * The README's allowance per recovered item for storing it, which happens one
+ * docs/delivery.md's allowance per recovered item for storing it, which happens one
  * item at a time (a recovered item is retried alone): a fetch, an insert and
  * an acknowledgement, well under a millisecond on an idle machine.
  */
 const RECOVERED_ITEM_STORE_MS = 5;
 
 scenario(
-  "a consumer SIGKILLed with a batch in hand at the default heartbeat settings has it recovered and stored within the README's bounds",
+  "a consumer SIGKILLed with a batch in hand at the default heartbeat settings has it recovered and stored within the delivery contract's bounds",
   async (stage) => {
     const { redis, pg, sql } = stage.world;
     // The documented defaults (project.env), not FAST_ENV's short timings.
@@ -249,7 +249,7 @@ scenario(
       return row?.n === ids.length;
     }, { timeoutMs: 30_000, intervalMs: 20 });
     const storedMs = Date.now() - killedAt;
-    // README, "Crashes are recovered": back in the retry list "within
+    // docs/delivery.md, "Crashes are recovered": back in the retry list "within
     // HEARTBEAT_TTL_MS + RECOVERY_INTERVAL_MS"; then, the survivor being idle
     // by then (the rest of the queue took it well under a second), seen when
     // its blocking wait ends and stored one item at a time.

@@ -156,7 +156,7 @@ interface BadInput {
   method?: string;
   path?: string;
   status: number;
-  /** The error code the answer must carry (README, "The API": the rules and their codes). */
+  /** The error code the answer must carry (docs/api.md, "The rules of POST /users" and "Error codes"). */
   code: ErrorCode;
 }
 

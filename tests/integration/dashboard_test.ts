@@ -225,7 +225,7 @@ Deno.test("the dashboard shows the pipeline live and requeues the dead letters",
     const decoder = new TextDecoder();
     const k6Output = decoder.decode(k6Result.stdout) + decoder.decode(k6Result.stderr);
     assert.equal(k6Result.code, 0, `k6 failed:\n${k6Output.slice(-2000)}`);
-    // No fault is injected, so no sentence of the README's delivery contract excuses an answer
+    // No fault is injected, so no sentence of the delivery contract (docs/delivery.md) excuses an answer
     // other than 202: every request k6 sent must have had one.
     const outcomes = parseAcceptedLines(k6Output);
     const accepted = outcomes.filter((o) => o.kind === "accepted").length;

@@ -253,7 +253,7 @@ Deno.test("DeadLetters against a real Redis", async (t) => {
       const requeued = await letters.requeue({}, { onProgress: (_, n) => steps = n });
       const seconds = (performance.now() - started) / 1_000;
       console.log(`requeued ${requeued} dead letters in ${seconds.toFixed(2)} s, ${steps} steps`);
-      // The README says about 2 s: Redis' CPU for 100 steps of 1,000 letters each. Five times
+      // docs/operations.md, "Dead letters", says about 2 s: Redis' CPU for 100 steps of 1,000 letters each. Five times
       // that leaves room for a busy 2-core machine (Redis then gets a share of a core), and still
       // fails a step that decodes the whole list rather than its own letters (counting kinds
       // from the list, say, which the counts hash exists to avoid): over 20 s at 100,000.

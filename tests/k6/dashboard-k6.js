@@ -1,6 +1,6 @@
 // The dashboard test's load: tests/k6/accepted-k6.js's requests and lines, with a VU ready for every
 // request that may be in flight. At RATE requests a second, answers may take up to
-// REDIS_TIMEOUT_MS (1 s, README "Every answer is prompt"), so RATE VUs are made before the load
+// REDIS_TIMEOUT_MS (1 s, docs/delivery.md, "Every answer is prompt"), so RATE VUs are made before the load
 // starts. With fewer, every request that comes due while all VUs wait is dropped, never sent (k6
 // makes more VUs mid-run, but slowly), and a brief slowdown well inside the contract would fail
 // the test, which holds every request of the load to a 202.

@@ -20,7 +20,7 @@
  * (a hang): no scenario's fault excuses those, since even a frozen Redis must
  * get a prompt 503. Indeterminate answers are counted against the scenario's
  * bound as well, and with `answerWithinMs` every answer, 202 or not, is held
- * to its time: the README's "Every answer is prompt".
+ * to its time: docs/delivery.md's "Every answer is prompt".
  *
  * @module
  */

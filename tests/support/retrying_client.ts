@@ -1,5 +1,5 @@
 /**
- * A client that means to create each of its users exactly once, as the README
+ * A client that means to create each of its users exactly once, as docs/api.md
  * tells clients to: every `POST /users` carries an `Idempotency-Key` of its
  * own, and every answer other than 202 (a 503, a cut connection, a timeout)
  * is retried with the same key, after its `Retry-After`, until a 202 comes.

@@ -61,7 +61,7 @@ export function serviceEnv(
 }
 
 /**
- * How much later than its API's REDIS_TIMEOUT_MS an answer may reach the test's client. README,
+ * How much later than its API's REDIS_TIMEOUT_MS an answer may reach the test's client. docs/delivery.md,
  * "Every answer is prompt": "The fault suite and the Redis Cluster tests hold every answer, 202 or
  * 503, to `REDIS_TIMEOUT_MS` plus 100 ms as their client times it: the API's timer and the
  * client's event loop may each fire late on a loaded 2-core machine."
@@ -69,7 +69,7 @@ export function serviceEnv(
 export const ANSWER_MARGIN_MS = 100;
 
 /**
- * The README's bound on each answer, given each API's REDIS_TIMEOUT_MS by its URL: that timeout and
+ * The delivery contract's bound on each answer, given each API's REDIS_TIMEOUT_MS by its URL: that timeout and
  * {@linkcode ANSWER_MARGIN_MS}.
  */
 export function answerBound(redisTimeouts: ReadonlyMap<string, number>): (o: Outcome) => number {

@@ -27,7 +27,7 @@ import type { RetryingClient } from "./retrying_client.ts";
 
 /**
  * Where a master went on alone before it died, its replicas cut off: without REDIS_WAIT_REPLICAS
- * a 202 its shards gave meanwhile may be lost. README, "Failover and `REDIS_WAIT_REPLICAS`":
+ * a 202 its shards gave meanwhile may be lost. docs/scaling.md, "Failover and `REDIS_WAIT_REPLICAS`":
  * "without WAIT a failover can lose users answered 202 in its last moments".
  */
 export interface LossWindow {
@@ -54,7 +54,7 @@ export interface VerifyOptions extends AnswerCheckOptions {
   mayStore?: readonly string[];
   /**
    * Whether every 503 `queue_unavailable` or `unconfirmed` may be stored (once at most), as
-   * across a failover, where which push ran cannot be told from the answer's timing. README,
+   * across a failover, where which push ran cannot be told from the answer's timing. docs/delivery.md,
    * "Nothing refused is queued — with one narrow exception": a 503 queue_unavailable whose push
    * may have run, and a 503 unconfirmed, whose push ran. Whether each fell inside a fault that
    * explains it is still checked. @default false: only the names in `mayStore`
@@ -258,7 +258,7 @@ export function accounting(report: StageReport): string {
 /**
  * Settles, once drained, every refusal that named an id (a 503 whose push
  * may have run): `GET /users/{id}` on `apiUrl` must say `stored` for an id in
- * the table and 404 for one that is not, as the README's delivery contract
+ * the table and 404 for one that is not, as the delivery contract (docs/delivery.md)
  * tells clients to settle it. Returns how many settled each way.
  */
 export async function assertSettled(
