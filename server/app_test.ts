@@ -122,6 +122,27 @@ Deno.test("createApp() answers 413 to a body over the limit", async () => {
   assert.equal(accepted.length, 0);
 });
 
+Deno.test("createApp() answers 413 to a Content-Length over the limit before reading the body", async () => {
+  const { app, accepted } = fakeApp();
+  const body = '{"name": "Ada"}';
+  const refused = await app.request("/users", post(body, { "Content-Length": "2000" }));
+  assert.equal(refused.status, 413);
+  assertError(await refused.json(), /at most 1024 bytes/, "body_too_large");
+  const res = await app.request("/users", post(body, { "Content-Length": String(body.length) }));
+  assert.equal(res.status, 202);
+  assert.deepEqual(accepted.map((user) => user.name), ["Ada"]);
+});
+
+Deno.test("createApp() answers 413 to a streamed body that grows over the limit", async () => {
+  const { app, accepted } = fakeApp();
+  const chunk = new TextEncoder().encode(" ".repeat(600));
+  const body = ReadableStream.from([new TextEncoder().encode('{"name": "Ada"'), chunk, chunk]);
+  const res = await app.request("/users", { method: "POST", body, duplex: "half" } as RequestInit);
+  assert.equal(res.status, 413);
+  assertError(await res.json(), /at most 1024 bytes/, "body_too_large");
+  assert.equal(accepted.length, 0);
+});
+
 Deno.test("createApp() answers 415 to a content type it cannot read as JSON", async () => {
   for (
     const type of [
