@@ -62,6 +62,7 @@ Deno.test("createApp() accepts the course's curl body, sent as form-urlencoded, 
   );
   assert.equal(res.status, 202);
   assert.deepEqual(await res.json(), { id: ID });
+  assert.equal(res.headers.get("Content-Type"), "application/json");
   assert.equal(res.headers.get("Location"), `/users/${ID}`);
   assert.equal(accepted.length, 1);
   assert.equal(accepted[0]?.name, "Queueing");
