@@ -17,7 +17,7 @@
  * @module
  */
 
-import { Hono } from "@hono/hono";
+import { type Context, Hono } from "@hono/hono";
 import { bodyLimit } from "@hono/hono/body-limit";
 import { v7 as uuidv7 } from "uuid";
 import { z } from "zod";
@@ -103,6 +103,9 @@ const ACCEPTED_TYPES = new Set([
 // The id names it in the OpenAPI document (`openapi.ts`); validation is unchanged.
 const userBody = z.strictObject({ name: z.string() }).meta({ id: "NewUser" });
 
+/** The Content-Type of the 202 to `POST /users`: the one `c.json` gives every other answer. */
+const JSON_TYPE = "application/json";
+
 /** Most users one `GET /users?limit=N` lists: a page, not an export. */
 export const MAX_LIST_LIMIT = 1_000;
 
@@ -141,21 +144,28 @@ export function createApp(options: AppOptions): Hono {
   app.get("/healthz", () => aliveResponse());
   app.get("/readyz", () => readiness.response());
 
+  const tooLarge = (): never => {
+    throw new ApiError("body_too_large", `request body must be at most ${bodyLimitBytes} bytes`);
+  };
+  // A body without a Content-Length (chunked) is read by Hono's bodyLimit, which stops at the
+  // limit; one with a length is checked on the header and read whole, which skips the stream
+  // that bodyLimit's look at the body would make.
+  const streamedBodyLimit = bodyLimit({ maxSize: bodyLimitBytes, onError: tooLarge });
+  const readBody = async (c: Context): Promise<ArrayBuffer> => {
+    const length = c.req.header("Content-Length");
+    if (length === undefined || c.req.header("Transfer-Encoding") !== undefined) {
+      await streamedBodyLimit(c, async () => {});
+    } else if (Number(length) > bodyLimitBytes) tooLarge();
+    return await c.req.arrayBuffer();
+  };
+
   app.post(
     "/users",
-    checkContentType,
-    bodyLimit({
-      maxSize: bodyLimitBytes,
-      onError: () => {
-        throw new ApiError(
-          "body_too_large",
-          `request body must be at most ${bodyLimitBytes} bytes`,
-        );
-      },
-    }),
     async (c) => {
+      checkContentType(c.req.header("Content-Type"));
+      const body = await readBody(c);
       const key = parseIdempotencyKey(c.req.header(IDEMPOTENCY_KEY), acceptOnce !== undefined);
-      const name = parseUser(decodeBody(await c.req.arrayBuffer()));
+      const name = parseUser(decodeBody(body));
       let id = key === undefined ? newId() : acceptOnce!.newId(key);
       let replayed = false;
       try {
@@ -199,13 +209,14 @@ export function createApp(options: AppOptions): Hono {
         });
       }
       // A repeat of a key's request says so (as Stripe's API does), so that nobody counts it twice.
-      return c.json(
-        { id },
-        202,
-        replayed
-          ? { Location: `/users/${id}`, [IDEMPOTENT_REPLAYED]: "true" }
-          : { Location: `/users/${id}` },
-      );
+      // Made here rather than by c.json, which fills a Headers object of its own that the Response
+      // then copies: the hot path's answer has its headers checked once.
+      return new Response(JSON.stringify({ id }), {
+        status: 202,
+        headers: replayed
+          ? { "Content-Type": JSON_TYPE, Location: `/users/${id}`, [IDEMPOTENT_REPLAYED]: "true" }
+          : { "Content-Type": JSON_TYPE, Location: `/users/${id}` },
+      });
     },
   );
 
@@ -288,29 +299,23 @@ function readFailure(error: unknown): never {
   throw error;
 }
 
-/** 415 for a body type we cannot read as JSON. */
-async function checkContentType(
-  c: { req: { header(name: string): string | undefined } },
-  next: () => Promise<void>,
-) {
-  const header = c.req.header("Content-Type");
-  if (header !== undefined) {
-    const [type = "", ...params] = header.split(";").map((part) => part.trim().toLowerCase());
-    const charset = params.find((p) => p.startsWith("charset="))?.slice(8).replaceAll('"', "");
-    if (!(ACCEPTED_TYPES.has(type) || /^application\/[a-z0-9.+-]+\+json$/.test(type))) {
-      throw new ApiError(
-        "unsupported_media_type",
-        `Content-Type ${type || "(empty)"} is not supported: send application/json`,
-      );
-    }
-    if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
-      throw new ApiError(
-        "unsupported_media_type",
-        `charset ${charset} is not supported: send utf-8`,
-      );
-    }
+/** 415 for a body type we cannot read as JSON (`header`: the request's Content-Type). */
+function checkContentType(header: string | undefined): void {
+  if (header === undefined) return;
+  const [type = "", ...params] = header.split(";").map((part) => part.trim().toLowerCase());
+  const charset = params.find((p) => p.startsWith("charset="))?.slice(8).replaceAll('"', "");
+  if (!(ACCEPTED_TYPES.has(type) || /^application\/[a-z0-9.+-]+\+json$/.test(type))) {
+    throw new ApiError(
+      "unsupported_media_type",
+      `Content-Type ${type || "(empty)"} is not supported: send application/json`,
+    );
   }
-  await next();
+  if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
+    throw new ApiError(
+      "unsupported_media_type",
+      `charset ${charset} is not supported: send utf-8`,
+    );
+  }
 }
 
 // Fatal: the lenient decoding of `c.req.text()` would turn bytes that are not

@@ -62,6 +62,7 @@ Deno.test("createApp() accepts the course's curl body, sent as form-urlencoded, 
   );
   assert.equal(res.status, 202);
   assert.deepEqual(await res.json(), { id: ID });
+  assert.equal(res.headers.get("Content-Type"), "application/json");
   assert.equal(res.headers.get("Location"), `/users/${ID}`);
   assert.equal(accepted.length, 1);
   assert.equal(accepted[0]?.name, "Queueing");
@@ -117,6 +118,27 @@ Deno.test("createApp() answers each bad body with a precise 400 and its code, an
 Deno.test("createApp() answers 413 to a body over the limit", async () => {
   const { app, accepted } = fakeApp();
   const res = await app.request("/users", post(JSON.stringify({ name: "x".repeat(2000) })));
+  assert.equal(res.status, 413);
+  assertError(await res.json(), /at most 1024 bytes/, "body_too_large");
+  assert.equal(accepted.length, 0);
+});
+
+Deno.test("createApp() answers 413 to a Content-Length over the limit before reading the body", async () => {
+  const { app, accepted } = fakeApp();
+  const body = '{"name": "Ada"}';
+  const refused = await app.request("/users", post(body, { "Content-Length": "2000" }));
+  assert.equal(refused.status, 413);
+  assertError(await refused.json(), /at most 1024 bytes/, "body_too_large");
+  const res = await app.request("/users", post(body, { "Content-Length": String(body.length) }));
+  assert.equal(res.status, 202);
+  assert.deepEqual(accepted.map((user) => user.name), ["Ada"]);
+});
+
+Deno.test("createApp() answers 413 to a streamed body that grows over the limit", async () => {
+  const { app, accepted } = fakeApp();
+  const chunk = new TextEncoder().encode(" ".repeat(600));
+  const body = ReadableStream.from([new TextEncoder().encode('{"name": "Ada"'), chunk, chunk]);
+  const res = await app.request("/users", { method: "POST", body, duplex: "half" } as RequestInit);
   assert.equal(res.status, 413);
   assertError(await res.json(), /at most 1024 bytes/, "body_too_large");
   assert.equal(accepted.length, 0);

@@ -11,7 +11,7 @@
  * @module
  */
 
-import { IDEMPOTENT_REPLAYED } from "./idempotency_key.ts";
+import { IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED } from "./idempotency_key.ts";
 import type { Context, MiddlewareHandler } from "@hono/hono";
 import { matchedRoutes } from "@hono/hono/route";
 import { Counter, Histogram, type Registry } from "prom-client";
@@ -67,6 +67,19 @@ export interface ApiMetricsOptions {
   readonly processMetrics?: boolean;
 }
 
+type RequestLabels = Record<"method" | "route" | "status", string>;
+
+/**
+ * The requests of one method, route pattern and status: their labels and
+ * duration histogram, bound once, and the requests answered since the
+ * counter was last read.
+ */
+interface RequestSeries {
+  readonly observe: (seconds: number) => void;
+  readonly labels: RequestLabels;
+  unread: number;
+}
+
 /** The API's metrics, in a registry of their own. */
 export class ApiMetrics {
   readonly registry: Registry;
@@ -74,6 +87,16 @@ export class ApiMetrics {
   readonly #duration: Histogram<"method" | "route" | "status">;
   readonly #accepted: Counter;
   readonly #rejected: Counter<"reason">;
+  /**
+   * Every series met so far, by method, route and status. The counts wait
+   * here until a scrape reads them (the counters' `collect`): one addition
+   * per request instead of one prom-client `inc`, whose label checks and hash
+   * cost as much as the rest of the metrics. The durations go to prom-client
+   * as they come, since its histogram cannot take many at once.
+   */
+  readonly #series = new Map<string, Map<string, Map<number, RequestSeries>>>();
+  /** Users accepted since the counter was last read. */
+  #acceptedUnread = 0;
 
   constructor(options: ApiMetricsOptions) {
     const { replica, processMetrics = true } = options;
@@ -85,6 +108,7 @@ export class ApiMetrics {
       help: "HTTP requests answered, by method, route pattern and status.",
       labelNames,
       registers,
+      collect: () => this.#readRequests(),
     });
     this.#duration = new Histogram({
       name: `${METRIC_PREFIX}http_request_duration_seconds`,
@@ -97,6 +121,10 @@ export class ApiMetrics {
       name: `${METRIC_PREFIX}users_accepted_total`,
       help: "Users accepted by POST /users (answered 202: durably queued).",
       registers,
+      collect: () => {
+        this.#accepted.inc(this.#acceptedUnread);
+        this.#acceptedUnread = 0;
+      },
     });
     this.#rejected = new Counter({
       name: `${METRIC_PREFIX}enqueue_rejections_total`,
@@ -118,17 +146,48 @@ export class ApiMetrics {
     const route = routeOf(c);
     const method = METHODS.has(c.req.method) ? c.req.method : "other";
     const { status } = c.res;
-    const labels = { method, route, status: String(status) };
-    this.#requests.inc(labels);
-    this.#duration.observe(labels, seconds);
+    const series = this.#seriesOf(method, route, status);
+    series.unread++;
+    series.observe(seconds);
     if (method === "POST" && route === "/users") {
-      const rejection = rejectionOf(status, c.error);
-      // A repeat of an Idempotency-Key's request accepted no one new.
+      // A repeat of an Idempotency-Key's request accepted no one new; only a keyed request can be.
       if (status === 202) {
-        if (c.res.headers.get(IDEMPOTENT_REPLAYED) === null) this.#accepted.inc();
-      } else if (rejection !== undefined) this.#rejected.inc({ reason: rejection });
+        if (
+          c.req.header(IDEMPOTENCY_KEY) === undefined ||
+          c.res.headers.get(IDEMPOTENT_REPLAYED) === null
+        ) this.#acceptedUnread++;
+      } else {
+        const rejection = rejectionOf(status, c.error);
+        if (rejection !== undefined) this.#rejected.inc({ reason: rejection });
+      }
     }
   };
+
+  #seriesOf(method: string, route: string, status: number): RequestSeries {
+    let byRoute = this.#series.get(method);
+    if (byRoute === undefined) this.#series.set(method, byRoute = new Map());
+    let byStatus = byRoute.get(route);
+    if (byStatus === undefined) byRoute.set(route, byStatus = new Map());
+    let series = byStatus.get(status);
+    if (series === undefined) {
+      const labels = { method, route, status: String(status) };
+      const { observe } = this.#duration.labels(labels);
+      byStatus.set(status, series = { observe, labels, unread: 0 });
+    }
+    return series;
+  }
+
+  /** Hands the requests counted since the last read to their counter. */
+  #readRequests(): void {
+    for (const byRoute of this.#series.values()) {
+      for (const byStatus of byRoute.values()) {
+        for (const series of byStatus.values()) {
+          if (series.unread > 0) this.#requests.inc(series.labels, series.unread);
+          series.unread = 0;
+        }
+      }
+    }
+  }
 
   /** The metrics in Prometheus' text format, for `GET /metrics`. */
   response(): Promise<Response> {
@@ -138,8 +197,11 @@ export class ApiMetrics {
 
 /** The pattern of the route that answered (the last one matched that is not middleware). */
 function routeOf(c: Context): string {
-  const routes = matchedRoutes(c).filter((route) => route.method !== "ALL");
-  return routes.at(-1)?.path ?? "unmatched";
+  const routes = matchedRoutes(c);
+  for (let i = routes.length - 1; i >= 0; i--) {
+    if (routes[i]!.method !== "ALL") return routes[i]!.path;
+  }
+  return "unmatched";
 }
 
 /** Why an answer to `POST /users` is a refusal, or `undefined` if it is none of ours. */

@@ -147,3 +147,35 @@ Deno.test("rejectionOf() tells a full queue from an unavailable one and calls an
   assert.equal(rejectionOf(202, undefined), undefined);
   assert.equal(rejectionOf(500, new Error("bug")), undefined);
 });
+
+Deno.test("ApiMetrics counts a replayed Idempotency-Key's 202 as a request but not as a user accepted", async () => {
+  const metrics = new ApiMetrics({ replica: "server-7", processMetrics: false });
+  const firstIdOf = new Map<string, string>();
+  let minted = 0;
+  const app = createApp({
+    accept: () => Promise.resolve(),
+    acceptOnce: {
+      newId: () => `0190b6e4-9e43-7c2e-a4f4-${String(++minted).padStart(12, "0")}`,
+      accept: (user, key) => {
+        if (!firstIdOf.has(key)) firstIdOf.set(key, user.id);
+        return Promise.resolve(firstIdOf.get(key)!);
+      },
+    },
+    userStatus: () => Promise.resolve(undefined),
+    listUsers: () => Promise.resolve([]),
+    newId: () => OTHER_ID,
+    metrics,
+  });
+  const keyed = { ...postUser(), headers: { ...postUser().headers, "Idempotency-Key": "k-1" } };
+  for (let i = 0; i < 3; i++) assert.equal((await app.request("/users", keyed)).status, 202);
+  assert.equal((await app.request("/users", postUser())).status, 202);
+  const requests = "users_pipeline_http_requests_total";
+  const posts = { method: "POST", route: "/users", status: "202" };
+  assert.equal(await valueOf(metrics, requests, posts), 4);
+  assert.equal(await valueOf(metrics, "users_pipeline_users_accepted_total"), 2);
+  // Read again after more requests: each request is counted once, whenever the scrapes come.
+  assert.equal((await app.request("/users", postUser())).status, 202);
+  assert.equal(await valueOf(metrics, requests, posts), 5);
+  assert.equal(await valueOf(metrics, requests, posts), 5);
+  assert.equal(await valueOf(metrics, "users_pipeline_users_accepted_total"), 3);
+});
