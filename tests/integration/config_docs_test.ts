@@ -2,8 +2,8 @@
  * The configuration as documented against the configuration as parsed: the
  * zod shapes the services read their environment with (`serverVars`,
  * `consumerVars`, and `postgresVars` for the migration) are the source;
- * project.env must list every variable they read, set to its default (in
- * compose a value there wins over the default), and the Configuration
+ * project.env must list every variable they read, set to its default (which
+ * compose.yaml repeats as ${VAR:-default}), and the Configuration
  * table of docs/operations.md must give each one's default and readers. So a
  * variable added, removed or re-defaulted in code fails here until both
  * documents say the same.

@@ -1,5 +1,5 @@
 /**
- * Prometheus in the native stack, for real: `./stack up`'s Prometheus finds
+ * Prometheus in the native stack, for real: the harness's Prometheus finds
  * every API replica and consumer from the targets files the supervisor
  * writes, scrapes their `/metrics`, and what it stores agrees with what the
  * pipeline did. Only three metric names are pinned here (the consumers' stored

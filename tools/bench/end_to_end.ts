@@ -1,6 +1,6 @@
 /**
  * Phase 3, end to end: the whole native stack (Traefik, API replicas,
- * consumers, Redis, PostgreSQL, as `./stack up` runs it) under an open-model
+ * consumers, Redis, PostgreSQL, as compose runs them) under an open-model
  * load from oha (a fixed request rate, latency-corrected) at rising rates up
  * to Traefik's own ceiling on this machine: what Traefik in front of the
  * HTTP floor (`http_floor.ts`) passes in closed loop (through_traefik.ts measures

@@ -33,7 +33,7 @@ export const TOOLS: readonly Tool[] = [
     args: ["version"],
     version: /Version:\s+(\S+)/,
     neededBy: ["traefik", "e2e"],
-    install: "./stack up installs it",
+    install: "./stack bench installs it",
   },
   {
     name: "redis-server",

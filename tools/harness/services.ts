@@ -3,8 +3,8 @@
  * server on free loopback ports with their data in temp dirs, the migration,
  * and a whole native stack, each disposable (`await using`, or `close()`),
  * which removes its temp dir. The servers are the native stack's own
- * (`tools/stack/`), so tests exercise the same configuration `./stack up`
- * runs: redis/redis.conf's AOF settings and project.env's credentials.
+ * (`tools/harness/supervisor.ts`), so tests exercise the same configuration
+ * compose runs: redis/redis.conf's AOF settings and project.env's credentials.
  *
  * The programs come from PATH; `./stack test` puts the tools it installed
  * first on it, and this module adds that tools dir too (STACK_TOOLS_DIR,
@@ -220,7 +220,7 @@ export interface StartTestStackOptions {
   consumers?: number;
   /** How long a replica gets to stop before SIGKILL. @default 30_000 */
   stopTimeoutMs?: number;
-  /** Whether Prometheus runs too (`./stack up` runs it; few tests need it). @default false */
+  /** Whether Prometheus runs too (compose runs it; few tests need it). @default false */
   prometheus?: boolean;
   /** Variables set over project.env's for every service (ADMIN_TOKEN, say). @default {} */
   env?: Readonly<Record<string, string>>;
