@@ -121,37 +121,6 @@ function dockerCliEnv(): Record<string, string> {
 
 const decoder = new TextDecoder();
 
-/** Runs `program` with `env` as its whole environment; never throws for a non-zero exit. */
-async function runWithEnvOnly(
-  program: string,
-  args: readonly string[],
-  env: Record<string, string>,
-  stdin: string | undefined,
-): Promise<CommandResult> {
-  const started = Date.now();
-  const child = new Deno.Command(program, {
-    args: [...args],
-    cwd: REPO_DIR,
-    clearEnv: true,
-    env,
-    stdin: stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (stdin !== undefined) {
-    const writer = child.stdin.getWriter();
-    await writer.write(new TextEncoder().encode(stdin));
-    await writer.close();
-  }
-  const output = await child.output();
-  return {
-    code: output.code,
-    stdout: decoder.decode(output.stdout),
-    stderr: decoder.decode(output.stderr),
-    ms: Date.now() - started,
-  };
-}
-
 /** A compose project of compose.yaml under its own name, publishing Traefik on `port`. */
 export class ComposeProject {
   readonly name: string;
@@ -193,11 +162,14 @@ export class ComposeProject {
    * would type it.
    */
   compose(args: readonly string[], options: { stdin?: string } = {}): Promise<CommandResult> {
-    return runWithEnvOnly(
+    return runCommand(
       "docker",
       ["compose", "-p", this.name, "--env-file", this.#settingsFile, ...args],
-      { ...dockerCliEnv(), ...this.#shell, ...this.env },
-      options.stdin,
+      {
+        env: { ...dockerCliEnv(), ...this.#shell, ...this.env },
+        stdin: options.stdin,
+        clearEnv: true,
+      },
     );
   }
 
@@ -207,7 +179,7 @@ export class ComposeProject {
    * command of the script then reads.
    */
   stack(args: readonly string[]): Promise<CommandResult> {
-    return runWithEnvOnly("./stack", args, this.#stackEnv(), undefined);
+    return runCommand("./stack", args, { env: this.#stackEnv(), clearEnv: true });
   }
 
   /**

@@ -18,17 +18,29 @@ export interface CommandResult {
   readonly ms: number;
 }
 
+/** Options of {@linkcode runCommand}. */
+export interface RunOptions {
+  /** Variables added to (or, with `clearEnv`, making up) the program's environment. */
+  readonly env?: Record<string, string>;
+  /** @default the repo's root */
+  readonly cwd?: string;
+  /** Written to the program's standard input; none when absent. */
+  readonly stdin?: string;
+  /** `env` is the program's whole environment, nothing inherited. @default false */
+  readonly clearEnv?: boolean;
+}
+
 /** Runs a program to completion; never throws for a non-zero exit. */
 export async function runCommand(
   program: string,
   args: readonly string[],
-  { env, cwd = REPO_DIR, stdin }: { env?: Record<string, string>; cwd?: string; stdin?: string } =
-    {},
+  { env, cwd = REPO_DIR, stdin, clearEnv = false }: RunOptions = {},
 ): Promise<CommandResult> {
   const started = Date.now();
   const child = new Deno.Command(program, {
     args: [...args],
     cwd,
+    clearEnv,
     env,
     stdin: stdin === undefined ? "null" : "piped",
     stdout: "piped",
