@@ -19,6 +19,30 @@ import { REDIS_TICK_MS } from "../support/topology.ts";
 
 const WAIT_TIMEOUT_MS = 200;
 
+/** A call's outcome and how long it took from `startedAt`. */
+function timed(call: Promise<unknown>, startedAt: number): Promise<{ error: unknown; ms: number }> {
+  return call.then(
+    () => ({ error: undefined, ms: Date.now() - startedAt }),
+    (error: unknown) => ({ error, ms: Date.now() - startedAt }),
+  );
+}
+
+function assertWithin(settled: readonly { ms: number }[], boundMs: number): void {
+  const slowest = Math.max(...settled.map(({ ms }) => ms));
+  assert.ok(slowest <= boundMs, `the slowest refusal took ${slowest} ms, over ${boundMs} ms`);
+}
+
+/** Redis ran two WAITs in all: one for the first push, one for every push that came meanwhile. */
+async function assertTwoWaits(redis: Redis): Promise<void> {
+  const stats = parseInfo(await redis.info("commandstats"));
+  const waits = Number(/calls=(\d+)/.exec(stats.get("cmdstat_wait") ?? "")?.[1]);
+  assert.equal(
+    waits,
+    2,
+    "one WAIT for the first push, one for all that came while it was in flight",
+  );
+}
+
 Deno.test("RedisQueue refuses concurrent pushes a master without replicas cannot confirm within two WAIT timeouts each, one WAIT in flight at a time", async () => {
   await using server = await startRedis();
   const redis = new Redis(server.url);
@@ -39,10 +63,7 @@ Deno.test("RedisQueue refuses concurrent pushes a master without replicas cannot
       const call = i % 2 === 0
         ? queue.enqueueFitting(100, [user(i)])
         : queue.enqueueOnce(user(i), { key: `key-${i}`, maxLength: 100, ttlSeconds: 60 });
-      return call.then(
-        () => ({ error: undefined, ms: Date.now() - startedAt }),
-        (error: unknown) => ({ error, ms: Date.now() - startedAt }),
-      );
+      return timed(call, startedAt);
     });
     const settled = await Promise.all(calls);
     for (const { error } of settled) {
@@ -52,17 +73,9 @@ Deno.test("RedisQueue refuses concurrent pushes a master without replicas cannot
     // The WAIT in flight when a push arrived, then its own, each ending up to a Redis tick late,
     // and the client's event loop on a loaded machine; WAITs queued behind one another would take
     // 20 of them for the last push.
-    const boundMs = 2 * (WAIT_TIMEOUT_MS + REDIS_TICK_MS) + ANSWER_MARGIN_MS;
-    const slowest = Math.max(...settled.map(({ ms }) => ms));
-    assert.ok(slowest <= boundMs, `the slowest refusal took ${slowest} ms, over ${boundMs} ms`);
+    assertWithin(settled, 2 * (WAIT_TIMEOUT_MS + REDIS_TICK_MS) + ANSWER_MARGIN_MS);
     assert.equal(await redis.llen(keys.queue), 20, "every push ran once");
-    const stats = parseInfo(await redis.info("commandstats"));
-    const waits = Number(/calls=(\d+)/.exec(stats.get("cmdstat_wait") ?? "")?.[1]);
-    assert.equal(
-      waits,
-      2,
-      "one WAIT for the first push, one for all that came while it was in flight",
-    );
+    await assertTwoWaits(redis);
   } finally {
     redis.disconnect();
   }
@@ -83,26 +96,15 @@ Deno.test("ShardedQueue: shards on one master share its one WAIT in flight", asy
       const call = i % 2 === 0
         ? queue.shards[queue.shardIndexOf(user.id)]!.enqueueFitting(100, [user])
         : queue.enqueueOnce(user, { key, maxLength: 100, ttlSeconds: 60 });
-      return call.then(
-        () => ({ error: undefined, ms: Date.now() - startedAt }),
-        (error: unknown) => ({ error, ms: Date.now() - startedAt }),
-      );
+      return timed(call, startedAt);
     });
     const settled = await Promise.all(calls);
     for (const { error } of settled) {
       assert.ok(error instanceof WriteUnconfirmedError, `unconfirmed, not ${error}`);
     }
     // One WAIT per shard would put two on the one connection at a time, and a push behind both.
-    const boundMs = 2 * (WAIT_TIMEOUT_MS + REDIS_TICK_MS) + ANSWER_MARGIN_MS;
-    const slowest = Math.max(...settled.map(({ ms }) => ms));
-    assert.ok(slowest <= boundMs, `the slowest refusal took ${slowest} ms, over ${boundMs} ms`);
-    const stats = parseInfo(await redis.info("commandstats"));
-    const waits = Number(/calls=(\d+)/.exec(stats.get("cmdstat_wait") ?? "")?.[1]);
-    assert.equal(
-      waits,
-      2,
-      "one WAIT for the first push, one for all that came while it was in flight",
-    );
+    assertWithin(settled, 2 * (WAIT_TIMEOUT_MS + REDIS_TICK_MS) + ANSWER_MARGIN_MS);
+    await assertTwoWaits(redis);
   } finally {
     redis.disconnect();
   }
