@@ -1,8 +1,7 @@
 /**
- * The queue as the stack's own tools (`./stack dlq`, `./stack stats`) reach
- * it: the same variables the services read (QUEUE_NAME, QUEUE_SHARDS,
- * REDIS_CLUSTER_NODES), so the tools see every shard, on a standalone Redis
- * or a Redis Cluster alike.
+ * The queue as the stack's own tool (`./stack dlq`) reaches it: the same
+ * variables the services read (QUEUE_NAME, QUEUE_SHARDS, REDIS_CLUSTER_NODES),
+ * so the tool sees every shard, on a standalone Redis or a Redis Cluster alike.
  *
  * @module
  */
