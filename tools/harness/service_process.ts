@@ -39,8 +39,6 @@ export interface ServiceProcessOptions {
   log?: (message: string) => void;
   /** @default "no" */
   restart?: RestartPolicy;
-  /** Called with the new pid after every start, restarts included. */
-  onStart?: (pid: number) => void;
 }
 
 /**
@@ -48,7 +46,7 @@ export interface ServiceProcessOptions {
  * PostgreSQL) passes through to it; `name` defaults to the server's kind.
  */
 export type SupervisedOptions = Partial<
-  Pick<ServiceProcessOptions, "name" | "output" | "log" | "restart" | "onStart">
+  Pick<ServiceProcessOptions, "name" | "output" | "log" | "restart">
 >;
 
 /** Options of {@linkcode ServiceProcess.stop}. */
@@ -256,7 +254,6 @@ export class ServiceProcess {
       this.#afterExit(status);
       return status;
     });
-    options.onStart?.(child.pid);
     return child.pid;
   }
 
