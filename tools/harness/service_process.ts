@@ -123,11 +123,6 @@ export class ServiceProcess {
     return this.#child !== undefined;
   }
 
-  /** Whether {@linkcode stop} was called since the last {@linkcode start}. */
-  get stopRequested(): boolean {
-    return this.#stopRequested;
-  }
-
   /** The exit status of the last process that ended. */
   get lastStatus(): Deno.CommandStatus | undefined {
     return this.#lastStatus;

@@ -30,7 +30,7 @@ export { OutputBuffer, projectEnv, REPO_DIR, useStackTools };
  * of milliseconds, and Redis, whose append-only file is flushed every second, then holds its
  * writes back, which the fault tests would see as an outage nobody caused.
  */
-function serviceDirRoot(): string | undefined {
+export function serviceDirRoot(): string | undefined {
   try {
     return Deno.statSync("/dev/shm").isDirectory ? "/dev/shm" : undefined;
   } catch {

@@ -22,7 +22,7 @@ import { consoleSink, type LineSink } from "./line_output.ts";
 import { freePorts, isPortFree } from "./ports.ts";
 import { ServiceProcess } from "./service_process.ts";
 import { waitForHttp } from "./wait.ts";
-import { PostgresServer, serverUser, userCanSearch } from "./postgres_server.ts";
+import { PostgresServer } from "./postgres_server.ts";
 import { nativePrometheusConfig, targetGroups, targetsFile } from "./prometheus_config.ts";
 import { RedisServer } from "./redis_server.ts";
 import {
@@ -55,7 +55,10 @@ export interface StackOptions {
    * prometheus/prometheus.yml.
    */
   repoDir: string;
-  /** Where the data and the generated Traefik and Prometheus files go; created if missing. */
+  /**
+   * Where the data and the generated Traefik and Prometheus files go; created if missing. Under
+   * root, PostgreSQL's system user must be able to reach it (`startTestStack` makes it so).
+   */
   stateDir: string;
   /** project.env, parsed; only hosts and ports are overridden. */
   projectEnv: Readonly<Record<string, string>>;
@@ -81,11 +84,6 @@ export interface StackExit {
   statuses: Record<string, Deno.CommandStatus | undefined>;
 }
 
-/** Ports `base`, `base + 1`, … for `count` replicas of one kind. */
-export function replicaPorts(base: number, count: number): number[] {
-  return Array.from({ length: count }, (_, index) => base + index);
-}
-
 /**
  * The environment of the API replicas, the consumers and the migration:
  * project.env with the hosts and ports pointed at the local servers (the
@@ -104,24 +102,6 @@ export function serviceEnv(
     PGPORT: String(ports.postgres),
     REDIS_URL: redis.href,
   };
-}
-
-/**
- * PostgreSQL's data dir: inside the state dir, unless the supervisor runs as
- * root and the `postgres` user it runs the server as cannot reach the state
- * dir (a clone under /root): then a dir under /var/tmp named after the state dir.
- */
-export async function postgresDataDir(stateDir: string): Promise<string> {
-  const user = await serverUser();
-  await Deno.mkdir(stateDir, { recursive: true });
-  if (user === undefined || await userCanSearch(stateDir, user)) return `${stateDir}/postgres`;
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(stateDir));
-  const hex = Array.from(
-    new Uint8Array(digest).slice(0, 6),
-    (byte) => byte.toString(16).padStart(2, "0"),
-  ).join("");
-  await Deno.mkdir("/var/tmp/users-pipeline", { recursive: true, mode: 0o755 });
-  return `/var/tmp/users-pipeline/postgres-${hex}`;
 }
 
 /**
@@ -299,7 +279,7 @@ export class NativeStack implements AsyncDisposable {
 
   async #startDatabases(readyTimeoutMs: number): Promise<void> {
     const { repoDir, stateDir, projectEnv } = this.#options;
-    this.#dataDir = await postgresDataDir(stateDir);
+    this.#dataDir = `${stateDir}/postgres`;
     this.postgres = new PostgresServer({
       port: this.ports.postgres,
       dataDir: this.#dataDir,
