@@ -102,21 +102,17 @@ function targetsSection(verdicts: readonly TargetVerdict[]): string {
   );
 }
 
-/** A target's name in the tables. */
-export function ingestLabel(target: IngestTarget): string {
-  switch (target) {
-    case "floor":
-      return "the HTTP floor (`http_floor.ts`: Deno.serve + Hono, 202 after reading the body, nothing else)";
-    case "queue":
-      return "**API, queue mode**";
-    case "no_redis":
-      return "diagnostic, not a floor: the API's app without Redis (`reference_server.ts`: metrics, validation, id; `accept` does nothing)";
-    case "course":
-      return "the course's producer (`course_producer.ts`: LPUSH, nothing else)";
-    case "direct":
-      return "the API's app, direct mode (`direct_server.ts`, the course's first version: an INSERT per request)";
-  }
-}
+/** Each ingest target's name in the tables. */
+const INGEST_LABELS: Readonly<Record<IngestTarget, string>> = {
+  floor:
+    "the HTTP floor (`http_floor.ts`: Deno.serve + Hono, 202 after reading the body, nothing else)",
+  queue: "**API, queue mode**",
+  no_redis:
+    "diagnostic, not a floor: the API's app without Redis (`reference_server.ts`: metrics, validation, id; `accept` does nothing)",
+  course: "the course's producer (`course_producer.ts`: LPUSH, nothing else)",
+  direct:
+    "the API's app, direct mode (`direct_server.ts`, the course's first version: an INSERT per request)",
+};
 
 /**
  * The comparison with the course: queue mode against the course's producer,
@@ -183,7 +179,7 @@ function ingestSection(results: BenchResults): string {
     `One API process on a free loopback port; ${ingest.generator} in closed loop, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of unmeasured warm-up; the ${targets.length} servers take turns, ${plan.rounds} round(s). Figures are medians over the rounds; the ratio is the median of the per-round ratios (each round's runs are seconds apart, so drift cancels).`,
     "",
     columnsTable(targets, [
-      ["Server", ({ target }) => ingestLabel(target), "left"],
+      ["Server", ({ target }) => INGEST_LABELS[target], "left"],
       ["req/s", ({ runs }) => formatCount(median(runs.map((r) => r.requestsPerSecond)))],
       ["of the HTTP floor", ({ target }) => pct(shareOfFloor(ingest, target))],
       ["p50 ms", ({ run }) => ms(run.latencyMs.p50)],
