@@ -3,7 +3,7 @@
  * floor, our API replicas, the course's producer), configured exactly as
  * the native stack configures its own: the static configuration derived from
  * traefik/traefik.yml and the file-provider route with its health check on
- * `/readyz` (tools/stack/traefik_config.ts). Measuring every server behind
+ * `/readyz` (tools/harness/traefik_config.ts). Measuring every server behind
  * the same Traefik, and the HTTP floor behind it as Traefik's own ceiling,
  * makes the comparisons with the course and the ceiling like with like.
  *
