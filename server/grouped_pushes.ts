@@ -132,7 +132,7 @@ export class GroupedPushes {
   // (the enqueue script's, from its earliest request) runs while it waits, so
   // waiting out a stalled call would turn one slow call into refusals.
   #armOvertake(): void {
-    this.#overtake ??= after(this.#clock, this.#maxWaitMs, () => {
+    this.#overtake ??= after({ clock: this.#clock, ms: this.#maxWaitMs }, () => {
       this.#overtake = undefined;
       this.#flush(true);
     });
