@@ -13,8 +13,8 @@
  *   the stored effect exactly once.
  * - A consumer whose heartbeat expired is "fenced": the scripts refuse it new
  *   work and ignore its acknowledgements, so it cannot trim items that were
- *   already handed to someone else (its fetches and acknowledgements reject
- *   with {@linkcode FencedError}). It re-registers under a new id.
+ *   already handed to someone else (its fetches, acknowledgements and
+ *   heartbeats reject with {@linkcode FencedError}). It re-registers under a new id.
  * - The status index moves with the items, in the same scripts: the push adds
  *   the ids to the set `<queue>:queued`, where they stay through fetch,
  *   hand-back, recovery and retry; the acknowledgement removes the ids it
@@ -71,6 +71,7 @@ import {
 import { ConfirmedWrites, WriteUnconfirmedError } from "./confirmed_write.ts";
 import type { DeadLetter } from "./dead_letters.ts";
 import { encodeEnvelope, type UserEnvelope } from "./envelope.ts";
+import { IdempotencyConflictError, QueueFullError } from "./push_errors.ts";
 import type { QueueKeys } from "./keys.ts";
 import { type CallOf, type LuaScript, runScript } from "./lua_script.ts";
 import {
@@ -86,29 +87,6 @@ import {
   type RedisClient,
   REGISTER,
 } from "./scripts.ts";
-
-/** Raised by {@link RedisQueue.enqueue} when the queue is at its bound. */
-export class QueueFullError extends Error {
-  constructor(maxLength: number) {
-    super(`Cannot enqueue: the queue holds its maximum of ${maxLength} items`);
-    this.name = "QueueFullError";
-  }
-}
-
-/**
- * An `Idempotency-Key` already queued a different user (another name): the
- * request is refused and nothing is pushed.
- */
-export class IdempotencyConflictError extends Error {
-  override readonly name = "IdempotencyConflictError";
-  /** The id the key was first queued under. */
-  readonly id: string;
-
-  constructor(id: string) {
-    super(`Cannot queue this user as its Idempotency-Key already queued another user (${id})`);
-    this.id = id;
-  }
-}
 
 /** Counts of every list of the queue, for tests, benchmarks and operators. */
 export interface QueueDepth {
@@ -145,6 +123,8 @@ export interface RedisQueueOptions {
 
 /** Options of {@linkcode RedisQueue.enqueueFitting}. */
 export interface FittingOptions {
+  /** The most items the list may hold after the push. */
+  readonly maxLength: number;
   /** When the earliest of the users asked to be queued: the deadline counts from it. @default now */
   readonly since?: number;
 }
@@ -245,12 +225,11 @@ export class RedisQueue {
    * Pushes as many of `users`, from the first, as fit under `maxLength`, as
    * one atomic step, and resolves with how many that was, once Redis
    * acknowledged it. The deadline (`enqueueWithinMs`) counts from
-   * `options.since`, when the earliest of them asked to be queued.
+   * `since`, when the earliest of them asked to be queued.
    */
   enqueueFitting(
-    maxLength: number,
     users: readonly UserEnvelope[],
-    { since = Date.now() }: FittingOptions = {},
+    { maxLength, since = Date.now() }: FittingOptions,
   ): Promise<number> {
     return this.#push("fit", { maxLength, users, since });
   }
@@ -289,13 +268,16 @@ export class RedisQueue {
     });
   }
 
-  /** Extends a consumer's heartbeat; false means it was fenced and must re-register. */
-  async heartbeat(consumerId: string, ttlMs: number): Promise<boolean> {
+  /**
+   * Extends a consumer's heartbeat; rejects with {@linkcode FencedError}
+   * (extending nothing) when it was fenced and must re-register.
+   */
+  async heartbeat(consumerId: string, ttlMs: number): Promise<void> {
     const alive = await runScript(this.#redis, HEARTBEAT, {
       keys: { consumers: this.keys.consumers, heartbeat: this.keys.heartbeatPrefix + consumerId },
       args: { consumerId, ttlMs },
     });
-    return alive === 1;
+    if (alive !== 1) throw new FencedError(consumerId);
   }
 
   /**

@@ -114,10 +114,12 @@ export class ShardedQueue {
     await Promise.all(this.shards.map((shard) => shard.register(consumerId, ttlMs)));
   }
 
-  /** Extends the consumer's heartbeat in every shard; false when it was fenced in any. */
-  async heartbeat(consumerId: string, ttlMs: number): Promise<boolean> {
-    const alive = await Promise.all(this.shards.map((shard) => shard.heartbeat(consumerId, ttlMs)));
-    return alive.every(Boolean);
+  /**
+   * Extends the consumer's heartbeat in every shard; rejects with
+   * {@linkcode FencedError} when it was fenced in any.
+   */
+  async heartbeat(consumerId: string, ttlMs: number): Promise<void> {
+    await Promise.all(this.shards.map((shard) => shard.heartbeat(consumerId, ttlMs)));
   }
 
   /**

@@ -55,9 +55,8 @@ import { QueueFullError, type UserEnvelope, WriteUnconfirmedError } from "@users
 /** What the grouping needs from the queue; `RedisQueue` provides it. */
 export interface FittingQueue {
   enqueueFitting(
-    maxLength: number,
     users: readonly UserEnvelope[],
-    options: { since: number },
+    options: { maxLength: number; since: number },
   ): Promise<number>;
 }
 
@@ -161,11 +160,10 @@ export class GroupedPushes {
   async #send(group: readonly Waiting[]): Promise<void> {
     let pushed: number;
     try {
-      pushed = await this.#queue.enqueueFitting(
-        this.#maxLength,
-        group.map((waiting) => waiting.user),
-        { since: group[0]!.since },
-      );
+      pushed = await this.#queue.enqueueFitting(group.map((waiting) => waiting.user), {
+        maxLength: this.#maxLength,
+        since: group[0]!.since,
+      });
     } catch (error) {
       // Unconfirmed: those pushed get that error, the rest did not fit.
       const pushed = error instanceof WriteUnconfirmedError ? error.pushed : group.length;

@@ -15,7 +15,7 @@ function fakeQueue(room: number) {
   const calls: { names: string[]; since: number }[] = [];
   return {
     calls,
-    enqueueFitting(_max: number, users: readonly UserEnvelope[], { since }: { since: number }) {
+    enqueueFitting(users: readonly UserEnvelope[], { since }: { since: number }) {
       calls.push({ names: users.map((u) => u.name), since });
       const pushed = Math.max(0, Math.min(room, users.length));
       room -= pushed;
@@ -134,9 +134,9 @@ Deno.test("ShardedPushes groups per shard: one call per shard per turn, each wit
   const shards = [fakeQueue(100), fakeQueue(100), fakeQueue(100)];
   const bounds: number[] = [];
   const recording = shards.map((queue) => ({
-    enqueueFitting(max: number, users: readonly UserEnvelope[], options: { since: number }) {
-      bounds.push(max);
-      return queue.enqueueFitting(max, users, options);
+    enqueueFitting(users: readonly UserEnvelope[], options: { maxLength: number; since: number }) {
+      bounds.push(options.maxLength);
+      return queue.enqueueFitting(users, options);
     },
   }));
   // Each shard schedules its own flush; the test runs them all as the end of one turn.
@@ -161,7 +161,7 @@ function answeredByHand() {
   const calls: string[][] = [];
   const replies: (() => void)[] = [];
   const queue = {
-    enqueueFitting(_max: number, users: readonly UserEnvelope[]) {
+    enqueueFitting(users: readonly UserEnvelope[]) {
       calls.push(users.map((u) => u.name));
       return new Promise<number>((resolve) => replies.push(() => resolve(users.length)));
     },

@@ -61,7 +61,7 @@ Deno.test("RedisQueue refuses concurrent pushes a master without replicas cannot
     const calls = Array.from({ length: 20 }, (_, i) => {
       const startedAt = Date.now();
       const call = i % 2 === 0
-        ? queue.enqueueFitting(100, [user(i)])
+        ? queue.enqueueFitting([user(i)], { maxLength: 100 })
         : queue.enqueueOnce(user(i), { key: `key-${i}`, maxLength: 100, ttlSeconds: 60 });
       return timed(call, startedAt);
     });
@@ -94,7 +94,7 @@ Deno.test("ShardedQueue: shards on one master share its one WAIT in flight", asy
       const key = `key-${i}`;
       const user = { id: queue.idForKey(key), name: `user-${i}`, enqueued_at: 1 };
       const call = i % 2 === 0
-        ? queue.shards[queue.shardIndexOf(user.id)]!.enqueueFitting(100, [user])
+        ? queue.shards[queue.shardIndexOf(user.id)]!.enqueueFitting([user], { maxLength: 100 })
         : queue.enqueueOnce(user, { key, maxLength: 100, ttlSeconds: 60 });
       return timed(call, startedAt);
     });

@@ -66,7 +66,11 @@ Deno.test("RedisQueue.enqueueFitting() pushes the first users that fit, and noth
       enqueued_at: 1,
     }));
     await queue.enqueue(3, users[0]!);
-    assert.equal(await queue.enqueueFitting(3, users.slice(1)), 2, "two of four fit");
+    assert.equal(
+      await queue.enqueueFitting(users.slice(1), { maxLength: 3 }),
+      2,
+      "two of four fit",
+    );
     assert.deepEqual(
       (await redis.lrange(keys.queue, 0, -1)).map((item) => JSON.parse(item).name),
       ["user 2", "user 1", "user 0"],
@@ -76,7 +80,11 @@ Deno.test("RedisQueue.enqueueFitting() pushes the first users that fit, and noth
       (await redis.smembers(keys.queuedIds)).sort(),
       [0, 1, 2].map((i) => users[i]!.id),
     );
-    assert.equal(await queue.enqueueFitting(3, users.slice(3)), 0, "a full queue takes none");
+    assert.equal(
+      await queue.enqueueFitting(users.slice(3), { maxLength: 3 }),
+      0,
+      "a full queue takes none",
+    );
     // The all-or-nothing push refuses a group that does not fit whole.
     await redis.del(keys.queue, keys.queuedIds);
     await queue.enqueue(3, users[0]!, users[1]!);
@@ -84,7 +92,10 @@ Deno.test("RedisQueue.enqueueFitting() pushes the first users that fit, and noth
     assert.equal(await redis.llen(keys.queue), 2);
     // A group whose earliest request asked more than enqueueWithinMs ago does nothing.
     await redis.del(keys.queue, keys.queuedIds);
-    await assert.rejects(queue.enqueueFitting(10, users, { since: Date.now() - 600 }), /too late/);
+    await assert.rejects(
+      queue.enqueueFitting(users, { maxLength: 10, since: Date.now() - 600 }),
+      /too late/,
+    );
     assert.equal(await redis.llen(keys.queue), 0);
     assert.equal(await redis.scard(keys.queuedIds), 0);
   } finally {

@@ -131,8 +131,10 @@ Deno.test("ShardedQueue: a dead consumer's items come back in every shard; fenci
     const first = await queue.fetch({ consumerId: "alive", max: 10 });
     assert.ok(first.fromRetry);
     await first.ack();
-    // The dead one is fenced everywhere it looks.
+    // The dead one is fenced everywhere it looks, its heartbeat too; the live one's beats.
     await assert.rejects(queue.fetch({ consumerId: "dead", max: 10 }), FencedError);
+    await assert.rejects(queue.heartbeat("dead", 60_000), FencedError);
+    await queue.heartbeat("alive", 60_000);
     // Fenced in one shard only, a consumer's fetch says so once it reaches that shard.
     await redis.srem(queue.keys[2]!.consumers, "alive");
     let fenced = false;
@@ -143,6 +145,7 @@ Deno.test("ShardedQueue: a dead consumer's items come back in every shard; fenci
       );
     }
     assert.ok(fenced);
+    await assert.rejects(queue.heartbeat("alive", 60_000), FencedError);
   } finally {
     redis.disconnect();
   }
@@ -299,22 +302,25 @@ Deno.test("RedisQueue with waitReplicas: confirmed by a replica, or unconfirmed 
     const [keys] = queueShards("sq7", { cluster: true });
     const one = new RedisQueue(redis, keys!, { waitReplicas: 1, waitTimeoutMs: 1_000 });
     const [confirmed] = users(1);
-    assert.equal(await one.enqueueFitting(10, [confirmed!]), 1);
+    assert.equal(await one.enqueueFitting([confirmed!], { maxLength: 10 }), 1);
     // Confirmed: the replica holds it the moment the push resolves.
     assert.equal(await replicaClient.llen(keys!.queue), 1);
 
     // Asking for two replicas of a master that has one: unconfirmed, but pushed.
     const two = new RedisQueue(redis, keys!, { waitReplicas: 2, waitTimeoutMs: 50 });
     const [unconfirmed] = users(1);
-    await assert.rejects(two.enqueueFitting(10, [unconfirmed!]), (error: unknown) => {
-      assert.ok(error instanceof WriteUnconfirmedError);
-      assert.equal(error.pushed, 1);
-      assert.match(error.message, /^Cannot confirm the push on 2 replicas: 1 acknowledged/);
-      return true;
-    });
+    await assert.rejects(
+      two.enqueueFitting([unconfirmed!], { maxLength: 10 }),
+      (error: unknown) => {
+        assert.ok(error instanceof WriteUnconfirmedError);
+        assert.equal(error.pushed, 1);
+        assert.match(error.message, /^Cannot confirm the push on 2 replicas: 1 acknowledged/);
+        return true;
+      },
+    );
     assert.equal(await redis.llen(keys!.queue), 2, "unconfirmed is not lost");
     // Nothing pushed (the queue is full): no confirmation needed, no error.
-    assert.equal(await two.enqueueFitting(2, users(1)), 0);
+    assert.equal(await two.enqueueFitting(users(1), { maxLength: 2 }), 0);
 
     // A fetch waits for no replica, whatever the queue asks of pushes.
     await two.register("c", 60_000);
