@@ -17,6 +17,7 @@ export * from "./keys.ts";
 export * from "./batch.ts";
 export * from "./confirmed_write.ts";
 export * from "./push_errors.ts";
+export * from "./shard_pushes.ts";
 export * from "./redis_queue.ts";
 export * from "./sharded_queue.ts";
 export * from "./dead_letters.ts";

@@ -62,6 +62,8 @@ export interface FittingQueue {
 
 /** Options of {@linkcode GroupedPushes}. */
 export interface GroupedPushesOptions {
+  /** The most items the queue may hold: a user that does not fit is refused. */
+  readonly maxLength: number;
   /**
    * Most users per script call; a bigger group is sent as several calls, in
    * order, so one reply never grows without bound. @default 1000
@@ -103,9 +105,9 @@ export class GroupedPushes {
   /** Sends the waiting group behind a call that is taking long. */
   #overtake: (() => void) | undefined;
 
-  constructor(queue: FittingQueue, maxLength: number, options: GroupedPushesOptions = {}) {
+  constructor(queue: FittingQueue, options: GroupedPushesOptions) {
     this.#queue = queue;
-    this.#maxLength = maxLength;
+    this.#maxLength = options.maxLength;
     this.#maxGroup = options.maxGroup ?? 1000;
     this.#schedule = options.schedule ?? ((flush) => void setImmediate(flush));
     this.#clock = options.clock ?? systemClock;
@@ -180,6 +182,15 @@ export class GroupedPushes {
 }
 
 /**
+ * Options of {@linkcode ShardedPushes}: those of each shard's
+ * {@linkcode GroupedPushes}, `maxLength` being the whole queue's.
+ */
+export interface ShardedPushesOptions extends GroupedPushesOptions {
+  /** The shard (its index) a user with this id belongs to. */
+  readonly shardOf: (id: string) => number;
+}
+
+/**
  * The pushes of a sharded queue: each user goes to the {@linkcode GroupedPushes}
  * of its shard (`shardOf`: the millisecond of its UUIDv7 id), whose bound is its share of the
  * whole queue's, `maxLength` / shards rounded up.
@@ -190,12 +201,12 @@ export class ShardedPushes {
 
   constructor(
     queues: readonly FittingQueue[],
-    maxLength: number,
-    shardOf: (id: string) => number,
-    options: GroupedPushesOptions = {},
+    { maxLength, shardOf, ...options }: ShardedPushesOptions,
   ) {
     const share = Math.ceil(maxLength / queues.length);
-    this.#shards = queues.map((queue) => new GroupedPushes(queue, share, options));
+    this.#shards = queues.map((queue) =>
+      new GroupedPushes(queue, { ...options, maxLength: share })
+    );
     this.#shardOf = shardOf;
   }
 

@@ -48,10 +48,7 @@ Deno.test("RedisQueue refuses concurrent pushes a master without replicas cannot
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("confirmed");
-    const queue = new RedisQueue(redis, keys, {
-      waitReplicas: 1,
-      waitTimeoutMs: WAIT_TIMEOUT_MS,
-    });
+    const queue = new RedisQueue(redis, { keys, waitReplicas: 1, waitTimeoutMs: WAIT_TIMEOUT_MS });
     const user = (i: number) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-${String(i).padStart(12, "0")}`,
       name: `user-${i}`,
@@ -85,7 +82,8 @@ Deno.test("ShardedQueue: shards on one master share its one WAIT in flight", asy
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
-    const queue = new ShardedQueue(redis, queueShards("confirmed-shards", { shards: 2 }), {
+    const queue = new ShardedQueue(redis, {
+      keys: queueShards("confirmed-shards", { shards: 2 }),
       waitReplicas: 1,
       waitTimeoutMs: WAIT_TIMEOUT_MS,
     });

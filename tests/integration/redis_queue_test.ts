@@ -26,7 +26,7 @@ Deno.test("RedisQueue.handBack() clears the crash counts of the items it returns
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("handback");
-    const queue = new RedisQueue(redis, keys);
+    const queue = new RedisQueue(redis, { keys });
     const users = ["a", "b"].map((name, i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000000${i}`,
       name,
@@ -59,7 +59,7 @@ Deno.test("RedisQueue.enqueueFitting() pushes the first users that fit, and noth
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("fitting");
-    const queue = new RedisQueue(redis, keys, { enqueueWithinMs: 500 });
+    const queue = new RedisQueue(redis, { keys, enqueueWithinMs: 500 });
     const users = [0, 1, 2, 3, 4].map((i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000001${i}`,
       name: `user ${i}`,
@@ -108,7 +108,7 @@ Deno.test("RedisQueue.fetch() with a batch held: a new batch, the same one again
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("early");
-    const queue = new RedisQueue(redis, keys);
+    const queue = new RedisQueue(redis, { keys });
     const users = [0, 1, 2, 3, 4, 5].map((i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000002${i}`,
       name: `user ${i}`,
@@ -157,7 +157,7 @@ Deno.test("RedisQueue.ack() repeated after a lost reply trims nothing, even with
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("repeat");
-    const queue = new RedisQueue(redis, keys);
+    const queue = new RedisQueue(redis, { keys });
     const users = [0, 1, 2, 3].map((i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000003${i}`,
       name: `user ${i}`,
@@ -194,7 +194,7 @@ Deno.test("FetchedBatch.ackAndFetch() of RedisQueue acknowledges and takes the n
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("ackfetch");
-    const queue = new RedisQueue(redis, keys);
+    const queue = new RedisQueue(redis, { keys });
     const users = [0, 1, 2, 3, 4, 5, 6].map((i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000004${i}`,
       name: `user ${i}`,
