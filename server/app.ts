@@ -200,8 +200,8 @@ export function createApp(options: AppOptions): Hono {
           // Pushed, but not known to survive a failover: not accepted (it may still be stored).
           throw new ApiError("unconfirmed", {
             message: "queue could not confirm the user on enough replicas, retry later",
-            // A key seen before is queued under its first request's id, which settles it.
             cause: error,
+            // A key seen before is queued under its first request's id, which settles it.
             id: error.queuedAs ?? id,
           });
         }
