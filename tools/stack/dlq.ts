@@ -98,18 +98,18 @@ export function parseDlqArgs(args: readonly string[]): DlqCommand {
 /**
  * A client of the queue `env` describes, read as the services read it (QUEUE_NAME, QUEUE_SHARDS,
  * REDIS_CLUSTER_NODES), so it sees every shard: `url` for a standalone Redis, or the cluster of
- * REDIS_CLUSTER_NODES. Throws a `TypeError` naming a bad variable.
+ * REDIS_CLUSTER_NODES; `redis` adds to the client's options. Throws a `TypeError` naming a bad
+ * variable.
  */
 export function queueClient(
-  env: Env,
   url: string,
-  options: RedisOptions = {},
+  { env, redis: options = {} }: { env: Env; redis?: RedisOptions },
 ): { redis: RedisClient; keys: readonly QueueKeys[] } {
-  const { QUEUE_NAME, QUEUE_SHARDS, REDIS_CLUSTER_NODES } = parseEnv("dlq", {
+  const { QUEUE_NAME, QUEUE_SHARDS, REDIS_CLUSTER_NODES } = parseEnv({
     QUEUE_NAME: queueVars.QUEUE_NAME,
     QUEUE_SHARDS: queueVars.QUEUE_SHARDS,
     REDIS_CLUSTER_NODES: queueVars.REDIS_CLUSTER_NODES,
-  }, env);
+  }, { service: "dlq", env });
   const cluster = REDIS_CLUSTER_NODES !== "";
   const redis = createRedisClient({ REDIS_URL: url, REDIS_CLUSTER_NODES }, {
     role: { maxRetriesPerRequest: 1, ...options },
@@ -119,7 +119,7 @@ export function queueClient(
 }
 
 async function run(url: string, command: DlqCommand): Promise<void> {
-  const { redis, keys } = queueClient(Deno.env.toObject(), url);
+  const { redis, keys } = queueClient(url, { env: Deno.env.toObject() });
   try {
     const letters = new DeadLetters(redis, keys);
     if (command.action === "list") {

@@ -34,17 +34,19 @@ Deno.test("parseDlqArgs() refuses a purge of everything without --all, and unkno
 });
 
 Deno.test("queueClient() reaches one untagged list on a standalone Redis by default", () => {
-  const { redis, keys } = queueClient({}, "redis://127.0.0.1:1", { lazyConnect: true });
+  const { redis, keys } = queueClient("redis://127.0.0.1:1", {
+    env: {},
+    redis: { lazyConnect: true },
+  });
   assert.ok(redis instanceof Redis);
   assert.deepEqual(keys.map((shard) => [shard.queue, shard.retry]), [["users", "users:retry"]]);
 });
 
 Deno.test("queueClient() reaches every shard, through a Cluster client with REDIS_CLUSTER_NODES", () => {
-  const { redis, keys } = queueClient(
-    { QUEUE_SHARDS: "3", REDIS_CLUSTER_NODES: "127.0.0.1:1,127.0.0.1:2", QUEUE_NAME: "q" },
-    "redis://unused:1",
-    { lazyConnect: true },
-  );
+  const { redis, keys } = queueClient("redis://unused:1", {
+    env: { QUEUE_SHARDS: "3", REDIS_CLUSTER_NODES: "127.0.0.1:1,127.0.0.1:2", QUEUE_NAME: "q" },
+    redis: { lazyConnect: true },
+  });
   assert.ok(redis instanceof Cluster);
   assert.equal(keys.length, 3);
   for (const shard of keys) assert.equal(shard.retry, `{${shard.queue}}:retry`);
@@ -52,7 +54,11 @@ Deno.test("queueClient() reaches every shard, through a Cluster client with REDI
 
 Deno.test("queueClient() names a bad variable", () => {
   assert.throws(
-    () => queueClient({ QUEUE_SHARDS: "0" }, "redis://127.0.0.1:1", { lazyConnect: true }),
+    () =>
+      queueClient("redis://127.0.0.1:1", {
+        env: { QUEUE_SHARDS: "0" },
+        redis: { lazyConnect: true },
+      }),
     /^TypeError: Cannot start dlq: QUEUE_SHARDS .*current value is "0"/,
   );
 });
