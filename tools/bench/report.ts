@@ -541,7 +541,7 @@ function endToEndSection(results: BenchResults): string {
   ] as const;
   const offered: Column<Run> = ["offered req/s", (r) => formatCount(r.offered)];
   return [
-    `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL, project.env's settings) on free loopback ports. Load: ${e2e.generator}, open model — a fixed request rate (\`-q\`) whatever the latency, \`--latency-correction\` (a request's latency counts from when it was due) — for ${e2e.plan.seconds} s per rate. The rates are ${
+    `The native stack (\`tools/harness/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL, project.env's settings) on free loopback ports. Load: ${e2e.generator}, open model — a fixed request rate (\`-q\`) whatever the latency, \`--latency-correction\` (a request's latency counts from when it was due) — for ${e2e.plan.seconds} s per rate. The rates are ${
       e2e.plan.fractions.map((f) => `${f * 100}%`).join(", ")
     } of Traefik's ceiling, ${formatCount(e2e.ceiling)} req/s (${
       e2e.ceilingSource === "own run"
