@@ -165,7 +165,8 @@ export class RetryingClient {
         }
         if (answer.retryAfter) pause = Number(answer.retryAfter) * 1_000;
       }
-      await new Promise((resolve) => setTimeout(resolve, Math.min(pause, deadline - Date.now())));
+      const wait = Math.max(0, Math.min(pause, deadline - Date.now()));
+      await new Promise((resolve) => setTimeout(resolve, wait));
     }
     user.gaveUp = true;
   }
