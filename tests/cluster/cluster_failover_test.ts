@@ -328,6 +328,8 @@ for (const shards of [3, 6]) {
           `of a keyed try ${slowest(tries)}; drained ${seconds(drainMs)} after ` +
           `the last answer with the old master still dead`,
       );
+      // What was stored first, so that a run that also answers late says what it stored.
+      await settleLeftDeadKeys({ stage, keyed, orphaned });
       assert.ok(
         lateOrphaned.length > 0,
         "inconclusive: no push to the orphaned shard after the failover",
@@ -345,7 +347,6 @@ for (const shards of [3, 6]) {
       // Every keyed try's answer other than 202 falls in the failover's window or the one left
       // dead, with a code they explain, and in time, as the load's do in verify() below.
       stage.assertAnswers(tries);
-      await settleLeftDeadKeys({ stage, keyed, orphaned });
       // Every refusal that named an id, the load's and the keyed client's, settled as
       // docs/delivery.md, "What each answer means for the client", tells a client to.
       const settled = await stage.assertSettled(apis[0]!, [...outcomes, ...tries]);
