@@ -6,9 +6,9 @@
  * the shard again, and its acknowledgement may take the next batch in the
  * same script call.
  *
- * Being fenced is an error ({@linkcode FencedError}), never a value: a fetch
- * or an acknowledgement that finds its consumer fenced rejects with it, and
- * did nothing. Nothing to take is an empty batch.
+ * Being fenced is an error ({@linkcode FencedError}), never a value: a
+ * fetch, an acknowledgement or a heartbeat that finds its consumer fenced
+ * rejects with it, and did nothing. Nothing to take is an empty batch.
  *
  * @module
  */
@@ -30,7 +30,7 @@ export class FencedError extends Error {
 
   constructor(consumerId: string) {
     super(
-      `Cannot take or acknowledge work as consumer ${consumerId}: it was fenced, its heartbeat ` +
+      `Cannot work as consumer ${consumerId}: it was fenced, its heartbeat ` +
         `expired and its work was recovered by others`,
     );
     this.consumerId = consumerId;

@@ -137,7 +137,7 @@ export class ConfirmedWrites {
     script: S,
     call: CallOf<S>,
   ): Promise<[reply: ReplyOf<S>, replicas: number]> {
-    if (this.#replicas === 0) return [await runScript(this.#redis, script, call), Infinity];
+    if (this.#replicas === 0) return [await runScript(this.#redis, { script, ...call }), Infinity];
     const settled = await new Promise<[unknown, number]>((resolve, reject) => {
       this.#enter([{ script, call: call as CallOf<LuaScript>, attempt: 1, resolve, reject }]);
     });
@@ -247,7 +247,7 @@ export class ConfirmedWrites {
   async #exec(batch: readonly Pending[]): Promise<[Error | null, unknown][]> {
     const pipeline = this.#redis.pipeline();
     // Only queued: the replies come from exec().
-    for (const { script, call } of batch) runScript(pipeline, script, call);
+    for (const { script, call } of batch) runScript(pipeline, { script, ...call });
     pipeline.wait(this.#replicas, this.#timeoutMs);
     return (await pipeline.exec()) as [Error | null, unknown][];
   }

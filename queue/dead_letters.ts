@@ -181,18 +181,17 @@ export class DeadLetters {
    * that never hold Redis long).
    */
   requeue(filter: DeadLetterFilter = {}, options: TakeOptions = {}): Promise<number> {
-    return this.#take("requeue", filter, options);
+    return this.#take("requeue", { ...options, filter });
   }
 
   /** Deletes the matching letters (and their index entries); resolves with how many. */
   purge(filter: DeadLetterFilter = {}, options: TakeOptions = {}): Promise<number> {
-    return this.#take("purge", filter, options);
+    return this.#take("purge", { ...options, filter });
   }
 
   async #take(
     action: "requeue" | "purge",
-    filter: DeadLetterFilter,
-    { chunk = 1_000, onProgress, signal }: TakeOptions,
+    { filter, chunk = 1_000, onProgress, signal }: TakeOptions & { filter: DeadLetterFilter },
   ): Promise<number> {
     const ids = filter.ids ?? [];
     const records = filter.records ?? [];
@@ -213,7 +212,8 @@ export class DeadLetters {
       let cursor = 0;
       for (;;) {
         signal?.throwIfAborted();
-        const [n, next, done] = await runScript(this.#redis, DEAD_LETTERS_TAKE, {
+        const [n, next, done] = await runScript(this.#redis, {
+          script: DEAD_LETTERS_TAKE,
           keys: {
             dead: keys.dead,
             queue: keys.queue,

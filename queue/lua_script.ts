@@ -13,7 +13,8 @@
  *   restArgs: true,
  *   reply: reply<number>(),
  * });
- * const pushed = await runScript(redis, PUSH, {
+ * const pushed = await runScript(redis, {
+ *   script: PUSH,
  *   keys: { queue: "users" },
  *   args: { deadline: 0 },
  *   restArgs: payloads,
@@ -170,7 +171,7 @@ export function defineScripts(client: RedisClient, ...scripts: readonly LuaScrip
 }
 
 /**
- * Runs `script` on `target` with the keys and arguments of `call`. On a
+ * Runs `script` on `target` with the keys and arguments beside it. On a
  * client, resolves with its reply, registering the script on the client
  * first if need be. On a pipeline, only queues the call (the reply comes from
  * `exec()`) and returns the pipeline, whose client must have registered the
@@ -178,10 +179,9 @@ export function defineScripts(client: RedisClient, ...scripts: readonly LuaScrip
  */
 export function runScript<S extends LuaScript, T extends RedisClient | ChainableCommander>(
   target: T,
-  script: S,
-  call: NoInfer<CallOf<S>>,
+  { script, ...call }: { readonly script: S } & NoInfer<CallOf<S>>,
 ): T extends RedisClient ? Promise<ReplyOf<S>> : ChainableCommander {
-  const wire = wireArguments(script, call as CallOf<LuaScript>);
+  const wire = wireArguments(script, call as unknown as CallOf<LuaScript>);
   if (!(target instanceof Pipeline)) defineScripts(target as RedisClient, script);
   const command = (target as unknown as Record<string, unknown>)[script.name];
   if (typeof command !== "function") {

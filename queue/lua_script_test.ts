@@ -41,7 +41,8 @@ function recordingClient() {
 
 Deno.test("runScript() sends the keys, then the arguments, in the order the script names them", async () => {
   const { client, defined, calls } = recordingClient();
-  const reply: number = await runScript(client, PUSH, {
+  const reply: number = await runScript(client, {
+    script: PUSH,
     keys: { ids: "q:ids", queue: "q" },
     args: { mode: "all", deadline: 0 },
     restArgs: ["a", "b"],
@@ -54,12 +55,13 @@ Deno.test("runScript() sends the keys, then the arguments, in the order the scri
 
 Deno.test("runScript() sends a script with variadic keys with its key count first", async () => {
   const { client, defined, calls } = recordingClient();
-  await runScript(client, VISIT, {
+  await runScript(client, {
+    script: VISIT,
     keys: { consumers: "c" },
     restKeys: ["p:1", "h:1"],
     restArgs: ["1"],
   });
-  await runScript(client, VISIT, { keys: { consumers: "c" }, restKeys: [], restArgs: [] });
+  await runScript(client, { script: VISIT, keys: { consumers: "c" }, restKeys: [], restArgs: [] });
   assert.deepEqual(defined, [["testVisit", { lua: "return {}" }]], "registered once");
   assert.deepEqual(calls, [
     ["testVisit", [3, "c", "p:1", "h:1", "1"]],
@@ -70,20 +72,24 @@ Deno.test("runScript() sends a script with variadic keys with its key count firs
 Deno.test("runScript() refuses a key or an argument left out at run time", () => {
   const { client } = recordingClient();
   const call = { keys: { queue: "q" }, args: { deadline: 0, mode: "all" }, restArgs: [] };
-  assert.throws(() => runScript(client, PUSH, call as never), /testPush: its key ids is missing/);
+  assert.throws(
+    () => runScript(client, { script: PUSH, ...call } as never),
+    /testPush: its key ids is missing/,
+  );
 });
 
 Deno.test("runScript() queues a call on a pipeline of a client that registered the script", () => {
   const redis = new Redis({ lazyConnect: true });
   try {
     assert.throws(
-      () => runScript(redis.pipeline(), PUSH, { keys: { queue: "q", ids: "i" }, ...NO_ARGS }),
+      () =>
+        runScript(redis.pipeline(), { script: PUSH, keys: { queue: "q", ids: "i" }, ...NO_ARGS }),
       /had not registered it/,
     );
     defineScripts(redis, PUSH);
     const pipeline = redis.pipeline();
     assert.equal(
-      runScript(pipeline, PUSH, { keys: { queue: "q", ids: "i" }, ...NO_ARGS }),
+      runScript(pipeline, { script: PUSH, keys: { queue: "q", ids: "i" }, ...NO_ARGS }),
       pipeline,
     );
     assert.equal(pipeline.length, 1);
@@ -108,21 +114,28 @@ Deno.test("defineScript() refuses a name ioredis or another script already uses"
 /** Never run: what the compiler refuses, so a call cannot drift from its script. */
 function _typeErrors(client: RedisClient) {
   // @ts-expect-error: a misspelled key
-  runScript(client, PUSH, { keys: { queue: "q", idz: "i" }, ...NO_ARGS });
-  // @ts-expect-error: a missing argument
-  runScript(client, PUSH, { keys: { queue: "q", ids: "i" }, args: { deadline: 0 }, restArgs: [] });
-  runScript(client, PUSH, {
+  runScript(client, { script: PUSH, keys: { queue: "q", idz: "i" }, ...NO_ARGS });
+  runScript(client, {
+    script: PUSH,
+    keys: { queue: "q", ids: "i" },
+    // @ts-expect-error: a missing argument
+    args: { deadline: 0 },
+    restArgs: [],
+  });
+  runScript(client, {
+    script: PUSH,
     keys: { queue: "q", ids: "i" },
     // @ts-expect-error: an argument the script does not take
     args: { deadline: 0, mode: "all", extra: 1 },
     restArgs: [],
   });
   // @ts-expect-error: variadic keys the script does not take
-  runScript(client, PUSH, { keys: { queue: "q", ids: "i" }, ...NO_ARGS, restKeys: ["k"] });
+  runScript(client, { script: PUSH, keys: { queue: "q", ids: "i" }, ...NO_ARGS, restKeys: ["k"] });
   // @ts-expect-error: the variadic keys a script with a key count needs
-  runScript(client, VISIT, { keys: { consumers: "c" }, restArgs: [] });
+  runScript(client, { script: VISIT, keys: { consumers: "c" }, restArgs: [] });
   // @ts-expect-error: the reply is declared with the script
-  const _reply: Promise<string> = runScript(client, PUSH, {
+  const _reply: Promise<string> = runScript(client, {
+    script: PUSH,
     keys: { queue: "q", ids: "i" },
     ...NO_ARGS,
   });

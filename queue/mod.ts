@@ -16,6 +16,8 @@ export * from "./envelope.ts";
 export * from "./keys.ts";
 export * from "./batch.ts";
 export * from "./confirmed_write.ts";
+export * from "./push_errors.ts";
+export * from "./shard_pushes.ts";
 export * from "./redis_queue.ts";
 export * from "./sharded_queue.ts";
 export * from "./dead_letters.ts";

@@ -51,14 +51,18 @@ export interface Overview {
   readonly stored_total: number;
 }
 
-/**
- * Reads the overview of the queue at `keys` (one shard's, or every shard's);
- * `now` is for the age (ms since the epoch).
- */
+/** Which queue {@linkcode readOverview} and `readQueueStats` read, and when. */
+export interface ReadQueueOptions {
+  /** The queue's keys: one shard's, or every shard's. */
+  readonly keys: ShardKeys;
+  /** Now, in ms since the epoch, for the ages. @default Date.now() */
+  readonly now?: number;
+}
+
+/** Reads the overview of the queue at `keys`. */
 export async function readOverview(
   redis: RedisClient,
-  keys: ShardKeys,
-  { now = Date.now() }: { now?: number } = {},
+  { keys, now = Date.now() }: ReadQueueOptions,
 ): Promise<Overview> {
   const replies = await Promise.all(shardList(keys).map((shard) => overviewReply(redis, shard)));
   return mergeOverviews(replies.map((reply) => overviewFromReply(reply, now)));
@@ -71,7 +75,8 @@ export async function readOverview(
  */
 export async function overviewReply(redis: RedisClient, keys: QueueKeys): Promise<OverviewReply> {
   const ids = await redis.smembers(keys.consumers);
-  return runScript(redis, OVERVIEW, {
+  return runScript(redis, {
+    script: OVERVIEW,
     keys: {
       queue: keys.queue,
       retry: keys.retry,

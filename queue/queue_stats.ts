@@ -13,8 +13,13 @@
  */
 
 import { enqueuedAtOf } from "./envelope.ts";
-import { type ShardKeys, shardList } from "./keys.ts";
-import { mergeOverviews, overviewFromReply, overviewReply } from "./overview.ts";
+import { shardList } from "./keys.ts";
+import {
+  mergeOverviews,
+  overviewFromReply,
+  overviewReply,
+  type ReadQueueOptions,
+} from "./overview.ts";
 import type { QueueDepth } from "./redis_queue.ts";
 import type { RedisClient } from "./scripts.ts";
 
@@ -33,18 +38,16 @@ export interface QueueStats {
 }
 
 /**
- * Reads the queue's depth and the age of its oldest items, `options.now`
- * (default: the clock) being ms since the epoch: the overview script's round trips (`overview.ts`), per
- * shard, side by side; the depths add up and the oldest item of any shard
- * gives the age.
+ * Reads the queue's depth and the age of its oldest items: the overview
+ * script's round trips (`overview.ts`), per shard, side by side; the depths
+ * add up and the oldest item of any shard gives the age.
  */
 export async function readQueueStats(
   redis: RedisClient,
-  queue: { readonly keys: ShardKeys },
-  { now = Date.now() }: { now?: number } = {},
+  { keys, now = Date.now() }: ReadQueueOptions,
 ): Promise<QueueStats> {
   const replies = await Promise.all(
-    shardList(queue.keys).map((keys) => overviewReply(redis, keys)),
+    shardList(keys).map((shard) => overviewReply(redis, shard)),
   );
   // The oldest known age; unknown only when no shard has a known item waiting.
   const oldest = (ages: (number | undefined)[]) => {

@@ -13,8 +13,8 @@
  *   the stored effect exactly once.
  * - A consumer whose heartbeat expired is "fenced": the scripts refuse it new
  *   work and ignore its acknowledgements, so it cannot trim items that were
- *   already handed to someone else (its fetches and acknowledgements reject
- *   with {@linkcode FencedError}). It re-registers under a new id.
+ *   already handed to someone else (its fetches, acknowledgements and
+ *   heartbeats reject with {@linkcode FencedError}). It re-registers under a new id.
  * - The status index moves with the items, in the same scripts: the push adds
  *   the ids to the set `<queue>:queued`, where they stay through fetch,
  *   hand-back, recovery and retry; the acknowledgement removes the ids it
@@ -68,16 +68,13 @@ import {
   fieldsOfReply,
   type ShardFetchOptions,
 } from "./batch.ts";
-import { ConfirmedWrites, WriteUnconfirmedError } from "./confirmed_write.ts";
 import type { DeadLetter } from "./dead_letters.ts";
-import { encodeEnvelope, type UserEnvelope } from "./envelope.ts";
+import type { UserEnvelope } from "./envelope.ts";
 import type { QueueKeys } from "./keys.ts";
-import { type CallOf, type LuaScript, runScript } from "./lua_script.ts";
+import { runScript } from "./lua_script.ts";
 import {
   ACK,
   defineQueueScripts,
-  ENQUEUE,
-  ENQUEUE_ONCE,
   FETCH,
   type FetchReply,
   HAND_BACK,
@@ -86,29 +83,12 @@ import {
   type RedisClient,
   REGISTER,
 } from "./scripts.ts";
-
-/** Raised by {@link RedisQueue.enqueue} when the queue is at its bound. */
-export class QueueFullError extends Error {
-  constructor(maxLength: number) {
-    super(`Cannot enqueue: the queue holds its maximum of ${maxLength} items`);
-    this.name = "QueueFullError";
-  }
-}
-
-/**
- * An `Idempotency-Key` already queued a different user (another name): the
- * request is refused and nothing is pushed.
- */
-export class IdempotencyConflictError extends Error {
-  override readonly name = "IdempotencyConflictError";
-  /** The id the key was first queued under. */
-  readonly id: string;
-
-  constructor(id: string) {
-    super(`Cannot queue this user as its Idempotency-Key already queued another user (${id})`);
-    this.id = id;
-  }
-}
+import {
+  type FittingOptions,
+  type OnceOptions,
+  type PushOptions,
+  ShardPushes,
+} from "./shard_pushes.ts";
 
 /** Counts of every list of the queue, for tests, benchmarks and operators. */
 export interface QueueDepth {
@@ -118,184 +98,62 @@ export interface QueueDepth {
   readonly processing: number;
 }
 
-/** Options of {@linkcode RedisQueue}. */
-export interface RedisQueueOptions {
-  /**
-   * A push that Redis runs more than this many ms after `enqueue` was called
-   * does nothing and `enqueue` rejects. Set it below the client's command
-   * timeout, so a push the caller gave up on (and answered 503 for) cannot
-   * still land when a stalled Redis resumes. 0 means no deadline.
-   * @default 0
-   */
-  readonly enqueueWithinMs?: number;
-  /**
-   * Replicas that must hold each push before it counts as done (`WAIT`,
-   * REDIS_WAIT_REPLICAS); 0 waits for none. @default 0
-   */
-  readonly waitReplicas?: number;
-  /** How long each `WAIT` may take (REDIS_WAIT_TIMEOUT_MS). @default 200 */
-  readonly waitTimeoutMs?: number;
-  /**
-   * The confirmed writes of every shard on `redis`, made with the same
-   * `waitReplicas` and `waitTimeoutMs`, so that shards sharing a master share
-   * its one `WAIT` in flight (`confirmed_write.ts`). @default this shard's own
-   */
-  readonly confirmedWrites?: ConfirmedWrites;
-}
-
-/** Options of {@linkcode RedisQueue.enqueueFitting}. */
-export interface FittingOptions {
-  /** When the earliest of the users asked to be queued: the deadline counts from it. @default now */
-  readonly since?: number;
+/** Options of {@linkcode RedisQueue}: its keys and how its pushes are bounded. */
+export interface RedisQueueOptions extends PushOptions {
+  /** The shard's keys (`keys.ts`). */
+  readonly keys: QueueKeys;
 }
 
 /** The queue's operations; `redis` may be shared by many callers. */
 export class RedisQueue {
   readonly #redis: RedisClient;
-  readonly #enqueueWithinMs: number;
-  readonly #waitReplicas: number;
-  readonly #waitTimeoutMs: number;
-  /** The pushes, one `WAIT` in flight at a time per node (`confirmed_write.ts`). */
-  readonly #confirmedWrites: ConfirmedWrites;
+  /** The API's side: every push (`shard_pushes.ts`). */
+  readonly #pushes: ShardPushes;
   readonly keys: QueueKeys;
 
-  constructor(redis: RedisClient, keys: QueueKeys, options: RedisQueueOptions = {}) {
+  constructor(redis: RedisClient, options: RedisQueueOptions) {
     // Before any pipeline is made from it: a pipeline knows only the scripts its client had.
     defineQueueScripts(redis);
     this.#redis = redis;
-    this.#enqueueWithinMs = options.enqueueWithinMs ?? 0;
-    this.#waitReplicas = options.waitReplicas ?? 0;
-    this.#waitTimeoutMs = options.waitTimeoutMs ?? 200;
-    this.#confirmedWrites = options.confirmedWrites ?? new ConfirmedWrites(redis, {
-      replicas: this.#waitReplicas,
-      timeoutMs: this.#waitTimeoutMs,
-    });
-    this.keys = keys;
+    this.#pushes = new ShardPushes(redis, options);
+    this.keys = options.keys;
   }
 
-  /** A push's script, followed by `WAIT` when replicas must confirm it (`confirmed_write.ts`). */
-  #confirmed<S extends LuaScript>(script: S, call: CallOf<S>) {
-    return this.#confirmedWrites.run(script, call);
+  /** See {@linkcode ShardPushes.enqueue}. */
+  enqueue(maxLength: number, ...users: readonly UserEnvelope[]): Promise<void> {
+    return this.#pushes.enqueue(maxLength, ...users);
   }
 
-  /** The error of a push `WAIT` did not confirm on enough replicas. */
-  #unconfirmed(replicas: number, pushed: number): WriteUnconfirmedError {
-    return new WriteUnconfirmedError("push", {
-      wanted: this.#waitReplicas,
-      confirmed: replicas,
-      timeoutMs: this.#waitTimeoutMs,
-      pushed,
-    });
+  /** See {@linkcode ShardPushes.enqueueOnce}. */
+  enqueueOnce(user: UserEnvelope, options: OnceOptions): Promise<string> {
+    return this.#pushes.enqueueOnce(user, options);
   }
 
-  /**
-   * Pushes users at the left of the main list, and marks them queued in the
-   * index, unless that would take the list past `maxLength` (then it pushes
-   * none and rejects with {@linkcode QueueFullError}); resolves only after
-   * Redis acknowledged the push.
-   */
-  async enqueue(maxLength: number, ...users: readonly UserEnvelope[]): Promise<void> {
-    const pushed = await this.#push("all", { maxLength, users, since: Date.now() });
-    if (pushed < users.length) throw new QueueFullError(maxLength);
-  }
-
-  /**
-   * Queues `user` once for the client's idempotency `key`, under the key's
-   * record (see `lua/enqueue_once.lua`): the push and the record in one
-   * step. Resolves with the id the key is queued under, this user's if this
-   * call pushed it, or the one of the earlier request with the same key and
-   * name; rejects with {@linkcode IdempotencyConflictError} when that earlier
-   * request named another user, and otherwise as {@linkcode enqueue} does. The
-   * record lives `ttlSeconds` from the push.
-   */
-  async enqueueOnce(
-    user: UserEnvelope,
-    { key, maxLength, ttlSeconds }: { key: string; maxLength: number; ttlSeconds: number },
-  ): Promise<string> {
-    const since = Date.now();
-    const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
-    const [reply, replicas] = await this.#confirmed(ENQUEUE_ONCE, {
-      keys: {
-        queue: this.keys.queue,
-        queuedIds: this.keys.queuedIds,
-        record: this.keys.idempotencyPrefix + key,
-      },
-      args: {
-        deadline,
-        maxLength,
-        payload: encodeEnvelope(user),
-        id: user.id,
-        name: user.name,
-        ttlSeconds,
-      },
-    });
-    if (reply === -2) throw this.#tooLate();
-    if (reply === 0) throw new QueueFullError(maxLength);
-    const [status, id] = reply;
-    if (status === 3) throw new IdempotencyConflictError(id);
-    if (replicas < this.#waitReplicas) {
-      const error = this.#unconfirmed(replicas, status === 1 ? 1 : 0);
-      error.queuedAs = id;
-      throw error;
-    }
-    return id;
-  }
-
-  /**
-   * Pushes as many of `users`, from the first, as fit under `maxLength`, as
-   * one atomic step, and resolves with how many that was, once Redis
-   * acknowledged it. The deadline (`enqueueWithinMs`) counts from
-   * `options.since`, when the earliest of them asked to be queued.
-   */
-  enqueueFitting(
-    maxLength: number,
-    users: readonly UserEnvelope[],
-    { since = Date.now() }: FittingOptions = {},
-  ): Promise<number> {
-    return this.#push("fit", { maxLength, users, since });
-  }
-
-  /** A push Redis ran after its deadline, which did nothing (`lua/includes/past_deadline.lua`). */
-  #tooLate(): Error {
-    return new Error(
-      `Cannot enqueue as Redis ran the push too late: not within ${this.#enqueueWithinMs} ms`,
-    );
-  }
-
-  async #push(
-    mode: "all" | "fit",
-    { maxLength, users, since }: {
-      maxLength: number;
-      users: readonly UserEnvelope[];
-      since: number;
-    },
-  ): Promise<number> {
-    const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
-    const [pushed, replicas] = await this.#confirmed(ENQUEUE, {
-      keys: { queue: this.keys.queue, queuedIds: this.keys.queuedIds },
-      args: { deadline, maxLength, mode, count: users.length },
-      restArgs: [...users.map(encodeEnvelope), ...users.map((user) => user.id)],
-    });
-    if (pushed === -2) throw this.#tooLate();
-    if (pushed > 0 && replicas < this.#waitReplicas) throw this.#unconfirmed(replicas, pushed);
-    return pushed;
+  /** See {@linkcode ShardPushes.enqueueFitting}. */
+  enqueueFitting(users: readonly UserEnvelope[], options: FittingOptions): Promise<number> {
+    return this.#pushes.enqueueFitting(users, options);
   }
 
   /** Registers a consumer and starts its heartbeat. */
   async register(consumerId: string, ttlMs: number): Promise<void> {
-    await runScript(this.#redis, REGISTER, {
+    await runScript(this.#redis, {
+      script: REGISTER,
       keys: { consumers: this.keys.consumers, heartbeat: this.keys.heartbeatPrefix + consumerId },
       args: { consumerId, ttlMs },
     });
   }
 
-  /** Extends a consumer's heartbeat; false means it was fenced and must re-register. */
-  async heartbeat(consumerId: string, ttlMs: number): Promise<boolean> {
-    const alive = await runScript(this.#redis, HEARTBEAT, {
+  /**
+   * Extends a consumer's heartbeat; rejects with {@linkcode FencedError}
+   * (extending nothing) when it was fenced and must re-register.
+   */
+  async heartbeat(consumerId: string, ttlMs: number): Promise<void> {
+    const alive = await runScript(this.#redis, {
+      script: HEARTBEAT,
       keys: { consumers: this.keys.consumers, heartbeat: this.keys.heartbeatPrefix + consumerId },
       args: { consumerId, ttlMs },
     });
-    return alive === 1;
+    if (alive !== 1) throw new FencedError(consumerId);
   }
 
   /**
@@ -310,7 +168,7 @@ export class RedisQueue {
   async fetch(options: ShardFetchOptions): Promise<FetchedBatch> {
     // Never confirmed on replicas (WAIT): a failover that undoes the move only delivers its
     // items again, which the idempotent insert absorbs (`server-consumer/main.ts`).
-    const reply = await runScript(this.#redis, FETCH, fetchCall(this.keys, options));
+    const reply = await runScript(this.#redis, { script: FETCH, ...fetchCall(this.keys, options) });
     return this.#handle(fieldsOfReply(reply, options.consumerId));
   }
 
@@ -321,12 +179,15 @@ export class RedisQueue {
   #handle(fields: FetchedFields): FetchedBatch {
     const settler: BatchSettler = {
       ack: async (outcome) => {
-        const reply = await runScript(this.#redis, ACK, ackCall(this.keys, { batch, outcome }));
+        const reply = await runScript(this.#redis, {
+          script: ACK,
+          ...ackCall(this.keys, { batch, outcome }),
+        });
         if (reply !== 1) throw new FencedError(batch.consumerId);
       },
       ackAndFetch: async (outcome, next) => {
         const call = ackCall(this.keys, { batch, outcome, next });
-        const reply = await runScript(this.#redis, ACK, call);
+        const reply = await runScript(this.#redis, { script: ACK, ...call });
         if (reply === 0) throw new FencedError(batch.consumerId);
         return this.#handle(fieldsOfReply(reply as FetchReply, batch.consumerId));
       },
@@ -359,7 +220,8 @@ export class RedisQueue {
     const ids = await this.#redis.smembers(this.keys.consumers);
     if (ids.length === 0) return { recovered: 0, buried: 0, consumers: 0 };
     const { keys } = this;
-    const [recovered, buried, consumers] = await runScript(this.#redis, RECOVER, {
+    const [recovered, buried, consumers] = await runScript(this.#redis, {
+      script: RECOVER,
       keys: {
         consumers: keys.consumers,
         retry: keys.retry,
@@ -382,7 +244,8 @@ export class RedisQueue {
    * clearing their crash counts (a graceful stop is no crash).
    */
   handBack(consumerId: string): Promise<number> {
-    return runScript(this.#redis, HAND_BACK, {
+    return runScript(this.#redis, {
+      script: HAND_BACK,
       keys: {
         consumers: this.keys.consumers,
         heartbeat: this.keys.heartbeatPrefix + consumerId,

@@ -41,8 +41,15 @@ import type { UserEnvelope } from "./envelope.ts";
 import { type QueueKeys, shardOf } from "./keys.ts";
 import { FencedError, FetchedBatch, type FetchOptions } from "./batch.ts";
 import { ConfirmedWrites } from "./confirmed_write.ts";
-import { RedisQueue, type RedisQueueOptions } from "./redis_queue.ts";
+import { RedisQueue } from "./redis_queue.ts";
+import type { OnceOptions, PushOptions } from "./shard_pushes.ts";
 import type { RedisClient } from "./scripts.ts";
+
+/** Options of {@linkcode ShardedQueue}: its shards' keys and how its pushes are bounded. */
+export interface ShardedQueueOptions extends PushOptions {
+  /** Every shard's keys, shard 0 first (`queueShards`). */
+  readonly keys: readonly QueueKeys[];
+}
 
 /** Every shard of one queue. */
 export class ShardedQueue {
@@ -55,7 +62,7 @@ export class ShardedQueue {
   /** The shard of the last non-empty batch returned: where the items a consumer holds are. */
   #holdingShard = 0;
 
-  constructor(redis: RedisClient, keys: readonly QueueKeys[], options: RedisQueueOptions = {}) {
+  constructor(redis: RedisClient, { keys, ...options }: ShardedQueueOptions) {
     if (keys.length === 0) throw new RangeError("Cannot make a queue of no shards");
     this.keys = keys;
     // One set of lanes for every shard: shards on one master share its WAIT in flight.
@@ -64,7 +71,7 @@ export class ShardedQueue {
       timeoutMs: options.waitTimeoutMs ?? 200,
     });
     this.shards = keys.map((shard) =>
-      new RedisQueue(redis, shard, { ...options, confirmedWrites })
+      new RedisQueue(redis, { keys: shard, ...options, confirmedWrites })
     );
   }
 
@@ -95,10 +102,7 @@ export class ShardedQueue {
    * the key's shard, under that shard's share of `maxLength`; the user's id
    * must be one {@linkcode idForKey} minted for the key.
    */
-  enqueueOnce(
-    user: UserEnvelope,
-    options: { key: string; maxLength: number; ttlSeconds: number },
-  ): Promise<string> {
+  enqueueOnce(user: UserEnvelope, options: OnceOptions): Promise<string> {
     const shard = this.shardIndexOfKey(options.key);
     if (this.shardIndexOf(user.id) !== shard) {
       throw new RangeError(`Cannot queue ${user.id} for its key: not an id of the key's shard`);
@@ -114,10 +118,12 @@ export class ShardedQueue {
     await Promise.all(this.shards.map((shard) => shard.register(consumerId, ttlMs)));
   }
 
-  /** Extends the consumer's heartbeat in every shard; false when it was fenced in any. */
-  async heartbeat(consumerId: string, ttlMs: number): Promise<boolean> {
-    const alive = await Promise.all(this.shards.map((shard) => shard.heartbeat(consumerId, ttlMs)));
-    return alive.every(Boolean);
+  /**
+   * Extends the consumer's heartbeat in every shard; rejects with
+   * {@linkcode FencedError} when it was fenced in any.
+   */
+  async heartbeat(consumerId: string, ttlMs: number): Promise<void> {
+    await Promise.all(this.shards.map((shard) => shard.heartbeat(consumerId, ttlMs)));
   }
 
   /**

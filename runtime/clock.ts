@@ -40,6 +40,12 @@ export const systemClock: Clock = {
   },
 };
 
+/** When {@linkcode after} fires: `ms` milliseconds from now on `clock`. */
+export interface After {
+  readonly clock: Clock;
+  readonly ms: number;
+}
+
 /**
  * Calls `fire` once, `ms` milliseconds from now on `clock`, unless the
  * returned function is called first.
@@ -50,7 +56,7 @@ export const systemClock: Clock = {
  * the timer itself on the API's hot path, where timers are set and cancelled
  * for every few requests.
  */
-export function after(clock: Clock, ms: number, fire: () => void): () => void {
+export function after({ clock, ms }: After, fire: () => void): () => void {
   const cancel = clock.every(Math.max(0, ms), () => {
     cancel();
     fire();

@@ -25,15 +25,15 @@ Deno.test("systemClock.every() ticks until cancelled", async () => {
 Deno.test("after() fires once at its time unless cancelled first", async () => {
   const clock = new ManualClock();
   const fired: number[] = [];
-  after(clock, 100, () => fired.push(clock.now()));
-  const cancel = after(clock, 50, () => fired.push(-1));
+  after({ clock, ms: 100 }, () => fired.push(clock.now()));
+  const cancel = after({ clock, ms: 50 }, () => fired.push(-1));
   cancel();
   await clock.tick(1_000);
   assert.deepEqual(fired, [100]);
   assert.equal(clock.pending, 0);
   // On real time too: a timer left set would fail the test's sanitizer.
   const real = Promise.withResolvers<void>();
-  after(systemClock, 5, real.resolve);
+  after({ clock: systemClock, ms: 5 }, real.resolve);
   await real.promise;
-  after(systemClock, 60_000, () => assert.fail("cancelled"))();
+  after({ clock: systemClock, ms: 60_000 }, () => assert.fail("cancelled"))();
 });

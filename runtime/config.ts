@@ -73,14 +73,21 @@ export function clusterNodes(value: string): ClusterNode[] {
   });
 }
 
+/** Whose environment {@linkcode parseEnv} reads. */
+export interface ParseEnvOptions {
+  /** The process starting, named in the error. */
+  readonly service: string;
+  /** The variables, as from `Deno.env.toObject()`. */
+  readonly env: Env;
+}
+
 /**
  * Parses `env` with `shape`, or throws a `TypeError` listing every bad
  * variable as `Cannot start <service>: NAME <rule>: current value is "…"`.
  */
 export function parseEnv<Shape extends z.ZodRawShape>(
-  service: string,
   shape: Shape,
-  env: Env,
+  { service, env }: ParseEnvOptions,
 ): Readonly<z.infer<z.ZodObject<Shape>>> {
   // Empty strings count as unset, as in compose's `VAR=` lines.
   const present = Object.fromEntries(

@@ -84,8 +84,8 @@ export function timeoutSignal(ms: number, options: TimeoutOptions = {}): Timeout
     reason = () => new DOMException("Signal timed out.", "TimeoutError"),
   } = options;
   const expiry = new AbortController();
-  let cancel = after(clock, ms, () => {
-    cancel = after(clock, 0, () => expiry.abort(reason()));
+  let cancel = after({ clock, ms }, () => {
+    cancel = after({ clock, ms: 0 }, () => expiry.abort(reason()));
   });
   return { signal: expiry.signal, [Symbol.dispose]: () => cancel() };
 }
@@ -111,8 +111,12 @@ export function abortable<T>(work: Promise<T>, signal: AbortSignal): Promise<T> 
   return Promise.race([work, aborted]).finally(() => signal.removeEventListener("abort", onAbort));
 }
 
-/** Options of {@linkcode withDeadline} and {@linkcode SharedDeadline}. */
+/** The bound of {@linkcode withDeadline} and {@linkcode SharedDeadline}. */
 export interface DeadlineOptions {
+  /** How long a wait may last, in milliseconds; `Infinity` waits as long as the work. */
+  readonly ms: number;
+  /** What is waited for: completes `Cannot <what>` in the error. */
+  readonly what: string;
   /** Whose time passes. @default systemClock */
   readonly clock?: Clock;
 }
@@ -125,12 +129,10 @@ export interface DeadlineOptions {
  */
 export async function withDeadline<T>(
   work: Promise<T>,
-  ms: number,
-  what: string,
-  options: DeadlineOptions = {},
+  { ms, what, clock }: DeadlineOptions,
 ): Promise<T> {
   if (ms === Infinity) return await work;
-  using bound = timeoutSignal(ms, { clock: options.clock, reason: () => noAnswer(what, ms) });
+  using bound = timeoutSignal(ms, { clock, reason: () => noAnswer(what, ms) });
   return await abortable(work, bound.signal);
 }
 
@@ -170,11 +172,11 @@ export class SharedDeadline {
   #timer: (() => void) | undefined;
 
   /** Every wait gets at most `ms` (finite); `what` completes "Cannot …" in the error. */
-  constructor(ms: number, what: string, options: DeadlineOptions = {}) {
+  constructor({ ms, what, clock = systemClock }: DeadlineOptions) {
     if (!Number.isFinite(ms)) throw new RangeError(`Cannot share a deadline of ${ms} ms`);
     this.#ms = Math.max(0, ms);
     this.#what = what;
-    this.#clock = options.clock ?? systemClock;
+    this.#clock = clock;
   }
 
   /** Waits currently bounded (for tests). */
@@ -223,7 +225,10 @@ export class SharedDeadline {
   }
 
   #arm(due: number): void {
-    this.#timer = after(this.#clock, due - this.#clock.now(), () => this.#expire());
+    this.#timer = after(
+      { clock: this.#clock, ms: due - this.#clock.now() },
+      () => this.#expire(),
+    );
   }
 
   #expire(): void {

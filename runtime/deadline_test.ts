@@ -19,9 +19,9 @@ function outcome(promise: Promise<unknown>): { value?: string } {
 }
 
 Deno.test("withDeadline() settles like the work when it is in time", async () => {
-  assert.equal(await withDeadline(Promise.resolve(7), 1_000, "count"), 7);
+  assert.equal(await withDeadline(Promise.resolve(7), { ms: 1_000, what: "count" }), 7);
   await assert.rejects(
-    withDeadline(Promise.reject(new RangeError("bad")), 1_000, "count"),
+    withDeadline(Promise.reject(new RangeError("bad")), { ms: 1_000, what: "count" }),
     RangeError,
   );
 });
@@ -29,7 +29,7 @@ Deno.test("withDeadline() settles like the work when it is in time", async () =>
 Deno.test("withDeadline() rejects with a DeadlineError once the time ran out first", async () => {
   const started = Date.now();
   await assert.rejects(
-    withDeadline(new Promise(() => {}), 20, "ping Redis"),
+    withDeadline(new Promise(() => {}), { ms: 20, what: "ping Redis" }),
     (error: unknown) => {
       assert.ok(error instanceof DeadlineError);
       assert.equal(error.message, "Cannot ping Redis: no answer within 20 ms");
@@ -42,14 +42,14 @@ Deno.test("withDeadline() rejects with a DeadlineError once the time ran out fir
 
 Deno.test("withDeadline() handles a rejection of work that came too late", async () => {
   const { promise, reject } = Promise.withResolvers<void>();
-  await assert.rejects(withDeadline(promise, 1, "wait"), DeadlineError);
+  await assert.rejects(withDeadline(promise, { ms: 1, what: "wait" }), DeadlineError);
   // Unhandled, this would fail the test.
   reject(new Error("Command timed out"));
   await new Promise((resolve) => setTimeout(resolve, 0));
 });
 
 Deno.test("SharedDeadline settles each wait like its work when in time, and holds no timer after", async () => {
-  const deadline = new SharedDeadline(1_000, "count");
+  const deadline = new SharedDeadline({ ms: 1_000, what: "count" });
   const waits = [deadline.race(Promise.resolve(1)), deadline.race(Promise.resolve(2))];
   const failed = deadline.race(Promise.reject(new RangeError("bad")));
   assert.equal(deadline.pending, 3);
@@ -60,7 +60,7 @@ Deno.test("SharedDeadline settles each wait like its work when in time, and hold
 });
 
 Deno.test("SharedDeadline rejects only the waits whose time ran out, each at its own bound", async () => {
-  const deadline = new SharedDeadline(40, "ping Redis");
+  const deadline = new SharedDeadline({ ms: 40, what: "ping Redis" });
   const started = Date.now();
   const stuck = deadline.race(new Promise(() => {}));
   const answered = Promise.withResolvers<string>();
@@ -84,7 +84,7 @@ Deno.test("SharedDeadline rejects only the waits whose time ran out, each at its
 });
 
 Deno.test("SharedDeadline handles a rejection of work that came too late", async () => {
-  const deadline = new SharedDeadline(1, "wait");
+  const deadline = new SharedDeadline({ ms: 1, what: "wait" });
   const { promise, reject } = Promise.withResolvers<void>();
   await assert.rejects(deadline.race(promise), DeadlineError);
   reject(new Error("Command timed out"));
@@ -159,19 +159,21 @@ Deno.test("abortable() settles like the work unless its signal aborts first", as
 
 Deno.test("withDeadline() bounds a wait on the clock it is given, with no real waiting", async () => {
   const clock = new ManualClock();
-  const seen = outcome(withDeadline(new Promise(() => {}), 20_000, "hand back", { clock }));
+  const seen = outcome(
+    withDeadline(new Promise(() => {}), { ms: 20_000, what: "hand back", clock }),
+  );
   await clock.tick(19_999);
   assert.equal(seen.value, undefined);
   await clock.tick(1);
   assert.equal(seen.value, "rejected Cannot hand back: no answer within 20000 ms");
-  const answered = withDeadline(Promise.resolve("done"), 20_000, "hand back", { clock });
+  const answered = withDeadline(Promise.resolve("done"), { ms: 20_000, what: "hand back", clock });
   assert.equal(await answered, "done");
   assert.equal(clock.pending, 0, "the bound of an answered wait is cancelled");
 });
 
 Deno.test("SharedDeadline bounds its waits on the clock it is given, one timer for all", async () => {
   const clock = new ManualClock();
-  const deadline = new SharedDeadline(100, "accept the user", { clock });
+  const deadline = new SharedDeadline({ ms: 100, what: "accept the user", clock });
   const first = outcome(deadline.race(new Promise(() => {})));
   await clock.tick(60);
   const second = outcome(deadline.race(new Promise(() => {})));
@@ -187,7 +189,7 @@ Deno.test("SharedDeadline bounds its waits on the clock it is given, one timer f
 
 Deno.test("SharedDeadline takes a reply that came in the turn its bound expired", async () => {
   const clock = new ManualClock();
-  const deadline = new SharedDeadline(100, "accept the user", { clock });
+  const deadline = new SharedDeadline({ ms: 100, what: "accept the user", clock });
   const reply = Promise.withResolvers<string>();
   const seen = outcome(deadline.race(reply.promise));
   clock.next();

@@ -72,21 +72,20 @@ export class EventLog {
 
   /** Something that happened as it should. */
   info(event: string, fields: EventFields): void {
-    this.record("info", event, fields);
+    this.#record({ level: "info", event }, fields);
   }
 
   /** A degradation the process copes with (an outage, a dead letter). */
   warn(event: string, fields: EventFields): void {
-    this.record("warn", event, fields);
+    this.#record({ level: "warn", event }, fields);
   }
 
   /** A failure that needs a person. */
   error(event: string, fields: EventFields): void {
-    this.record("error", event, fields);
+    this.#record({ level: "error", event }, fields);
   }
 
-  /** Writes one record at `level`. */
-  record(level: LogLevel, event: string, fields: EventFields): void {
+  #record({ level, event }: { level: LogLevel; event: string }, fields: EventFields): void {
     const { msg, ...data } = fields;
     const line = JSON.stringify(
       {

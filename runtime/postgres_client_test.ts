@@ -11,7 +11,10 @@ Deno.test("postgresClients() connects with the PG* options and tracks each socke
     for await (const conn of listener) accepted.push(conn);
   })();
   const clients = postgresClients(
-    parseEnv("test", postgresVars, { PGHOST: "127.0.0.1", PGPORT: String(listener.addr.port) }),
+    parseEnv(postgresVars, {
+      service: "test",
+      env: { PGHOST: "127.0.0.1", PGPORT: String(listener.addr.port) },
+    }),
   );
   const sql = clients.connect({ max: 1, connect_timeout: 1 });
   try {
@@ -31,8 +34,8 @@ Deno.test("postgresClients() connects with the PG* options and tracks each socke
 });
 
 Deno.test("postgresClients() makes the process survive only postgres.js's own array-type query failing", () => {
-  postgresClients(parseEnv("test", postgresVars, {}));
-  postgresClients(parseEnv("test", postgresVars, {}));
+  postgresClients(parseEnv(postgresVars, { service: "test", env: {} }));
+  postgresClients(parseEnv(postgresVars, { service: "test", env: {} }));
   const unhandled = (reason: unknown) => {
     const promise = Promise.reject(reason);
     promise.catch(() => {});

@@ -9,7 +9,7 @@ import {
 } from "./postgres_options.ts";
 
 Deno.test("postgresOptions() connects to compose's database by default", () => {
-  const options = postgresOptions(parseEnv("test", postgresVars, {}));
+  const options = postgresOptions(parseEnv(postgresVars, { service: "test", env: {} }));
   assert.deepEqual(
     [options.host, options.port, options.user, options.password, options.database],
     ["database", 5432, "username", "password", "database"],
@@ -18,7 +18,7 @@ Deno.test("postgresOptions() connects to compose's database by default", () => {
 
 Deno.test("postgresVars rejects a port outside 1-65535, naming it", () => {
   assert.throws(
-    () => parseEnv("test", postgresVars, { PGPORT: "70000" }),
+    () => parseEnv(postgresVars, { service: "test", env: { PGPORT: "70000" } }),
     /PGPORT .*current value is "70000"/,
   );
 });
@@ -44,7 +44,7 @@ Deno.test("PostgresSockets.destroyAll() closes what end() leaves open to a serve
   })();
   const sockets = new PostgresSockets({ PGHOST: "127.0.0.1", PGPORT: listener.addr.port });
   const sql = postgres({
-    ...postgresOptions(parseEnv("test", postgresVars, {})),
+    ...postgresOptions(parseEnv(postgresVars, { service: "test", env: {} })),
     host: "127.0.0.1",
     port: listener.addr.port,
     ...sockets.options,

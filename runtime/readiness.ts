@@ -116,8 +116,11 @@ export class Readiness {
   async response(): Promise<Response> {
     const state = await this.check();
     return state.ready
-      ? probeAnswer(200, { status: "ready" })
-      : probeAnswer(503, { status: "not ready", reason: state.reason }, { "Retry-After": "1" });
+      ? probeAnswer({ status: "ready" }, { status: 200 })
+      : probeAnswer({ status: "not ready", reason: state.reason }, {
+        status: 503,
+        headers: { "Retry-After": "1" },
+      });
   }
 
   async #probeAll(): Promise<ReadyState> {
@@ -139,7 +142,7 @@ export class Readiness {
   /** Why `check` failed, or undefined when it answered in time. */
   async #probeOne(check: ReadinessCheck): Promise<string | undefined> {
     try {
-      await withDeadline(Promise.resolve().then(check), this.#timeoutMs, "probe");
+      await withDeadline(Promise.resolve().then(check), { ms: this.#timeoutMs, what: "probe" });
       return undefined;
     } catch (error) {
       return error instanceof DeadlineError ? `no answer within ${error.ms} ms` : errorText(error);
@@ -149,14 +152,13 @@ export class Readiness {
 
 /** The answer to `GET /healthz`: the process answers, so it is alive. */
 export function aliveResponse(): Response {
-  return probeAnswer(200, { status: "alive" });
+  return probeAnswer({ status: "alive" }, { status: 200 });
 }
 
 /** A probe's JSON answer; never cached, since it is only true now. */
 function probeAnswer(
-  status: number,
   body: Record<string, string>,
-  headers: Record<string, string> = {},
+  { status, headers = {} }: { status: number; headers?: Record<string, string> },
 ): Response {
   return Response.json(body, { status, headers: { "Cache-Control": "no-store", ...headers } });
 }

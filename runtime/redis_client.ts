@@ -132,7 +132,7 @@ export async function redisReady(
  */
 export async function closeRedis(client: RedisConnection, timeoutMs: number): Promise<void> {
   try {
-    await withDeadline(client.quit(), timeoutMs, "say goodbye to Redis");
+    await withDeadline(client.quit(), { ms: timeoutMs, what: "say goodbye to Redis" });
   } catch {
     // Disconnected below all the same.
   } finally {

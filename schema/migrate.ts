@@ -103,7 +103,7 @@ if (import.meta.main) {
   const log = new EventLog("migrate");
   let config: PostgresConfig;
   try {
-    config = parseEnv("migrate", postgresVars, Deno.env.toObject());
+    config = parseEnv(postgresVars, { service: "migrate", env: Deno.env.toObject() });
   } catch (error) {
     log.error("config_invalid", { error, msg: errorText(error) });
     Deno.exit(1);

@@ -53,7 +53,7 @@ export type ConsumerConfig = ReturnType<typeof loadConsumerConfig>;
 
 /** Parses the consumer's variables or throws a `TypeError` naming the bad ones. */
 export function loadConsumerConfig(env: Env) {
-  return parseEnv("server-consumer", consumerVars, env);
+  return parseEnv(consumerVars, { service: "server-consumer", env });
 }
 
 /** The loop's settings (`consumer.ts`), from the configuration. */

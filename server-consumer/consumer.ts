@@ -88,7 +88,7 @@ export type { ConsumerEvent, ConsumerMeasurement, ConsumerStats, Step };
  */
 export interface ConsumerQueue {
   register(consumerId: string, ttlMs: number): Promise<void>;
-  heartbeat(consumerId: string, ttlMs: number): Promise<boolean>;
+  heartbeat(consumerId: string, ttlMs: number): Promise<void>;
   /** `held`: items the consumer holds unacknowledged (see `queue/lua/fetch.lua`). */
   fetch(options: FetchOptions): Promise<FetchedBatch>;
   /** True when a batch's `ackAndFetch` fetches in the acknowledgement's script call. */

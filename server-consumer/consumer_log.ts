@@ -12,7 +12,7 @@ import type { ConsumerEvent } from "./consumer.ts";
 /** Writes `event` to `log`. */
 export function logConsumerEvent(log: EventLog, event: ConsumerEvent): void {
   const { event: name, ...fields } = event;
-  log.record(levelOf(event), name, { ...fields, msg: sentenceOf(event) });
+  log[levelOf(event)](name, { ...fields, msg: sentenceOf(event) });
 }
 
 function levelOf({ event }: ConsumerEvent): LogLevel {

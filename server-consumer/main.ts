@@ -59,7 +59,7 @@ export async function main(hooks: ConsumerHooks = {}): Promise<void> {
   // `{"name": …}` pushed straight into Redis gets its id in the fetch, so a fetch undone after
   // its insert committed gives it a second id and a second row; an API user's id is minted
   // before its push, so a 202 is stored once whatever is undone.
-  const queue = new ShardedQueue(redis.commands, keys);
+  const queue = new ShardedQueue(redis.commands, { keys });
   const timeoutMs = config.STATEMENT_TIMEOUT_MS;
   const store = new PostgresStore(() => postgres.connect(storeClientOptions(timeoutMs)), timeoutMs);
   // Not ready until migrated and registered; then while both answer, until stopping.
@@ -68,7 +68,7 @@ export async function main(hooks: ConsumerHooks = {}): Promise<void> {
     { timeoutMs, starting: "migrating the schema" },
   );
   // The queue's gauges are read at scrape time on the commands connection, which fails fast.
-  const queueStats = () => readQueueStats(redis.commands, queue);
+  const queueStats = () => readQueueStats(redis.commands, { keys: queue.keys });
   const metrics = new ConsumerMetrics({ replica, queueStats });
   const health = serveHealth(readiness, {
     port: config.PORT,

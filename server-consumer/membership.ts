@@ -7,6 +7,7 @@
  * @module
  */
 
+import { FencedError } from "@users-pipeline/queue";
 import type { ConsumerQueue } from "./consumer.ts";
 import type { ConsumerEvent, ConsumerStats } from "./consumer_events.ts";
 import type { Clock } from "@users-pipeline/runtime/clock";
@@ -72,7 +73,10 @@ export class Membership {
     const heartbeat = async () => {
       try {
         await o.queue.heartbeat(this.#id, o.heartbeatTtlMs);
-      } catch {
+      } catch (error) {
+        // Fenced: the loop's next fetch or acknowledgement is refused too, and
+        // the loop takes the new id (one place, so one new id).
+        if (error instanceof FencedError) return;
         // The fetch loop reports Redis outages; a missed beat only matters if
         // it lasts a whole TTL, and then recovery is the right outcome.
       }

@@ -48,7 +48,10 @@ Deno.test("Membership registers its id, and takes and registers a new one once f
 Deno.test("Membership's timers beat the heart and recover at once and on each tick, until stopped", async () => {
   const { clock, queue, events, stats, membership } = setUp();
   let beats = 0;
-  queue.heartbeat = () => Promise.resolve(++beats > 0);
+  queue.heartbeat = () => {
+    beats++;
+    return Promise.resolve();
+  };
   let recoveries = 0;
   queue.recover = () =>
     Promise.resolve({ recovered: recoveries++ === 1 ? 2 : 0, buried: 0, consumers: 1 });
@@ -61,4 +64,23 @@ Deno.test("Membership's timers beat the heart and recover at once and on each ti
     { event: "recovered", items: 0, buried: 0, consumers: 1 },
     { event: "recovered", items: 2, buried: 0, consumers: 1 },
   ]);
+});
+
+Deno.test("Membership's heartbeat, once fenced, keeps its id and beating: the fetch loop takes the new one", async () => {
+  const { clock, queue, events, membership } = setUp();
+  await membership.register();
+  queue.fence("c1");
+  let refused = 0;
+  const beat = queue.heartbeat.bind(queue);
+  queue.heartbeat = (id) =>
+    beat(id).catch((error) => {
+      refused++;
+      throw error;
+    });
+  const stop = membership.startTimers();
+  await until(clock, () => refused >= 2, "two refused beats");
+  stop();
+  assert.equal(membership.id, "c1");
+  assert.deepEqual(queue.registered, ["c1"]);
+  assert.deepEqual(events.filter((e) => e.event === "consumer_fenced"), []);
 });

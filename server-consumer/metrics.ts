@@ -259,11 +259,10 @@ export class ConsumerMetrics {
 
   /** One read per scrape, whatever the number of gauges; `undefined` if Redis did not answer. */
   #readQueueStats(): Promise<QueueStats | undefined> {
-    this.#reading ??= withDeadline(
-      this.#queueStats!(),
-      this.#queueStatsTimeoutMs,
-      "read the queue's numbers",
-    ).catch(() => undefined).finally(() => this.#reading = undefined);
+    this.#reading ??= withDeadline(this.#queueStats!(), {
+      ms: this.#queueStatsTimeoutMs,
+      what: "read the queue's numbers",
+    }).catch(() => undefined).finally(() => this.#reading = undefined);
     return this.#reading;
   }
 }

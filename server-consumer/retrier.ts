@@ -120,6 +120,6 @@ export class Retrier {
    * clock the tests step.
    */
   within<T>(work: Promise<T>, { ms, what }: { ms: number; what: string }): Promise<T> {
-    return withDeadline(work, ms, what, { clock: this.#o.clock });
+    return withDeadline(work, { ms, what, clock: this.#o.clock });
   }
 }

@@ -132,8 +132,9 @@ export class MemoryQueue implements ConsumerQueue {
     return Promise.resolve();
   }
 
-  heartbeat(consumerId: string): Promise<boolean> {
-    return Promise.resolve(this.members.has(consumerId));
+  heartbeat(consumerId: string): Promise<void> {
+    if (!this.members.has(consumerId)) return Promise.reject(new FencedError(consumerId));
+    return Promise.resolve();
   }
 
   fetch({ consumerId, max, held = 0 }: FetchOptions): Promise<FetchedBatch> {

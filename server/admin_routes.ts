@@ -95,7 +95,9 @@ export function adminRoutes(options: AdminOptions): Hono {
     const match = /^Bearer +(\S+) *$/i.exec(c.req.header("Authorization") ?? "");
     if (match === null || !timingSafeEqual(digest(match[1]!), expected)) {
       c.header("WWW-Authenticate", 'Bearer realm="admin"');
-      throw new ApiError("unauthorized", "admin routes need Authorization: Bearer <token>");
+      throw new ApiError("unauthorized", {
+        message: "admin routes need Authorization: Bearer <token>",
+      });
     }
     await next();
     c.header("Cache-Control", "no-store");
@@ -142,7 +144,10 @@ export function adminRoutes(options: AdminOptions): Hono {
 
 /** Every queue operation of these routes is Redis: its failure is the queue's, a 503. */
 function queueFailure(error: unknown): never {
-  throw new ApiError("queue_unavailable", "queue is unavailable, retry later", { cause: error });
+  throw new ApiError("queue_unavailable", {
+    message: "queue is unavailable, retry later",
+    cause: error,
+  });
 }
 
 /** What {@linkcode intParam} reads: the parameter's name, its bounds and its default. */
@@ -159,7 +164,9 @@ export function intParam(text: string | undefined, { name, min, max, fallback }:
   if (text === undefined) return fallback;
   const value = /^\d{1,16}$/.test(text) ? Number(text) : NaN;
   if (!(value >= min && value <= max)) {
-    throw new ApiError("invalid_query", `${name} must be a whole number from ${min} to ${max}`);
+    throw new ApiError("invalid_query", {
+      message: `${name} must be a whole number from ${min} to ${max}`,
+    });
   }
   return value;
 }
@@ -173,14 +180,16 @@ async function readFilter(body: Promise<string>): Promise<DeadLetterFilter> {
   try {
     value = JSON.parse(await body);
   } catch {
-    throw new ApiError(
-      "invalid_json",
-      'body must be JSON: {} for every dead letter, {"reason": …}, {"ids": […]} or {"records": […]}',
-    );
+    throw new ApiError("invalid_json", {
+      message:
+        'body must be JSON: {} for every dead letter, {"reason": …}, {"ids": […]} or {"records": […]}',
+    });
   }
   const parsed = filterBody.safeParse(value);
   if (!parsed.success) {
-    throw new ApiError("invalid_filter", parsed.error.issues[0]?.message ?? "bad filter");
+    throw new ApiError("invalid_filter", {
+      message: parsed.error.issues[0]?.message ?? "bad filter",
+    });
   }
   return parsed.data;
 }

@@ -109,8 +109,16 @@ export interface ErrorBody {
   readonly id?: string;
 }
 
+/** What an error answer says besides its code: see {@linkcode ErrorBody}. */
+export interface ErrorDetail {
+  /** What is wrong, for a person to read. */
+  readonly message: string;
+  /** The minted id of a user the refusal may have queued. */
+  readonly id?: string;
+}
+
 /** The body of an error answer, for a response built outside the app (`main.ts`). */
-export function errorBody(code: ErrorCode, message: string, id?: string): ErrorBody {
+export function errorBody(code: ErrorCode, { message, id }: ErrorDetail): ErrorBody {
   return id === undefined ? { error: message, code } : { error: message, code, id };
 }
 
@@ -125,10 +133,10 @@ export class ApiError extends HTTPException {
   /** The minted id of a user this refusal may have queued (see {@linkcode ErrorBody}). */
   readonly id?: string;
 
-  constructor(code: ErrorCode, message: string, options: { cause?: unknown; id?: string } = {}) {
-    super(ERROR_CODES[code].status, { message, cause: options.cause });
+  constructor(code: ErrorCode, { message, cause, id }: ErrorDetail & { readonly cause?: unknown }) {
+    super(ERROR_CODES[code].status, { message, cause });
     this.code = code;
-    if (options.id !== undefined) this.id = options.id;
+    if (id !== undefined) this.id = id;
   }
 }
 

@@ -131,9 +131,10 @@ export function createApp(options: AppOptions): Hono {
   } = options;
   const app = new Hono();
   // Every push waits at most the same bound: one timer for all of them.
-  const acceptDeadline = acceptTimeoutMs === Infinity
-    ? undefined
-    : new SharedDeadline(acceptTimeoutMs, "accept the user as the queue is too slow");
+  const acceptDeadline = acceptTimeoutMs === Infinity ? undefined : new SharedDeadline({
+    ms: acceptTimeoutMs,
+    what: "accept the user as the queue is too slow",
+  });
 
   if (metrics !== undefined) {
     // First, so that it times the whole answer and sees every request, matched or not.
@@ -145,7 +146,9 @@ export function createApp(options: AppOptions): Hono {
   app.get("/readyz", () => readiness.response());
 
   const tooLarge = (): never => {
-    throw new ApiError("body_too_large", `request body must be at most ${bodyLimitBytes} bytes`);
+    throw new ApiError("body_too_large", {
+      message: `request body must be at most ${bodyLimitBytes} bytes`,
+    });
   };
   // A body without a Content-Length (chunked) is read by Hono's bodyLimit, which stops at the
   // limit; one with a length is checked on the header and read whole, which skips the stream
@@ -182,28 +185,28 @@ export function createApp(options: AppOptions): Hono {
         }
       } catch (error) {
         if (error instanceof QueueFullError) {
-          throw new ApiError("queue_full", "queue is full, retry later", { cause: error });
+          throw new ApiError("queue_full", { message: "queue is full, retry later", cause: error });
         }
         if (error instanceof IdempotencyConflictError) {
-          throw new ApiError(
-            "idempotency_key_reused",
-            `${IDEMPOTENCY_KEY} was already used for a user with another name`,
-            { cause: error },
-          );
+          throw new ApiError("idempotency_key_reused", {
+            message: `${IDEMPOTENCY_KEY} was already used for a user with another name`,
+            cause: error,
+          });
         }
         onUnavailable(error);
         // Either refusal may follow a push that ran (unconfirmed: it did; unavailable: the reply
         // was lost or late), so it names the id: GET /users/{id} settles what happened.
         if (error instanceof WriteUnconfirmedError) {
           // Pushed, but not known to survive a failover: not accepted (it may still be stored).
-          throw new ApiError(
-            "unconfirmed",
-            "queue could not confirm the user on enough replicas, retry later",
+          throw new ApiError("unconfirmed", {
+            message: "queue could not confirm the user on enough replicas, retry later",
+            cause: error,
             // A key seen before is queued under its first request's id, which settles it.
-            { cause: error, id: error.queuedAs ?? id },
-          );
+            id: error.queuedAs ?? id,
+          });
         }
-        throw new ApiError("queue_unavailable", "queue is unavailable, retry later", {
+        throw new ApiError("queue_unavailable", {
+          message: "queue is unavailable, retry later",
           cause: error,
           id,
         });
@@ -222,10 +225,10 @@ export function createApp(options: AppOptions): Hono {
 
   app.get("/users/:id", async (c) => {
     const id = c.req.param("id").toLowerCase();
-    if (!isUuid(id)) throw new ApiError("invalid_id", "id must be a UUID");
+    if (!isUuid(id)) throw new ApiError("invalid_id", { message: "id must be a UUID" });
     const status = await userStatus(id).catch(readFailure);
     if (status === undefined) {
-      throw new ApiError("user_not_found", "no user with this id was accepted");
+      throw new ApiError("user_not_found", { message: "no user with this id was accepted" });
     }
     return c.json(status);
   });
@@ -262,21 +265,23 @@ export function createApp(options: AppOptions): Hono {
 
   app.on(["PUT", "PATCH", "DELETE"], "/users", (c) => {
     c.header("Allow", "POST");
-    throw new ApiError("method_not_allowed", `${c.req.method} is not allowed on /users`);
+    throw new ApiError("method_not_allowed", {
+      message: `${c.req.method} is not allowed on /users`,
+    });
   });
 
   app.notFound((c) =>
-    c.json(errorBody("not_found", `no route for ${c.req.method} ${c.req.path}`), 404)
+    c.json(errorBody("not_found", { message: `no route for ${c.req.method} ${c.req.path}` }), 404)
   );
 
   app.onError((error, c) => {
     if (error instanceof ApiError) {
       if (error.status === 503) c.header("Retry-After", String(retryAfterSeconds));
       if (error.id !== undefined) c.header("Location", `/users/${error.id}`);
-      return c.json(errorBody(error.code, error.message, error.id), error.status);
+      return c.json(errorBody(error.code, { message: error.message, id: error.id }), error.status);
     }
     onUnexpectedError(error);
-    return c.json(errorBody("internal_error", "internal error"), 500);
+    return c.json(errorBody("internal_error", { message: "internal error" }), 500);
   });
 
   return app;
@@ -289,10 +294,14 @@ export function createApp(options: AppOptions): Hono {
  */
 function readFailure(error: unknown): never {
   if (error instanceof IndexUnavailableError) {
-    throw new ApiError("queue_unavailable", "queue is unavailable, retry later", { cause: error });
+    throw new ApiError("queue_unavailable", {
+      message: "queue is unavailable, retry later",
+      cause: error,
+    });
   }
   if (isUnreachable(error)) {
-    throw new ApiError("database_unavailable", "database is unavailable, retry later", {
+    throw new ApiError("database_unavailable", {
+      message: "database is unavailable, retry later",
       cause: error,
     });
   }
@@ -305,16 +314,14 @@ function checkContentType(header: string | undefined): void {
   const [type = "", ...params] = header.split(";").map((part) => part.trim().toLowerCase());
   const charset = params.find((p) => p.startsWith("charset="))?.slice(8).replaceAll('"', "");
   if (!(ACCEPTED_TYPES.has(type) || /^application\/[a-z0-9.+-]+\+json$/.test(type))) {
-    throw new ApiError(
-      "unsupported_media_type",
-      `Content-Type ${type || "(empty)"} is not supported: send application/json`,
-    );
+    throw new ApiError("unsupported_media_type", {
+      message: `Content-Type ${type || "(empty)"} is not supported: send application/json`,
+    });
   }
   if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
-    throw new ApiError(
-      "unsupported_media_type",
-      `charset ${charset} is not supported: send utf-8`,
-    );
+    throw new ApiError("unsupported_media_type", {
+      message: `charset ${charset} is not supported: send utf-8`,
+    });
   }
 }
 
@@ -328,7 +335,7 @@ function decodeBody(bytes: ArrayBuffer): string {
   try {
     return utf8.decode(bytes);
   } catch {
-    throw new ApiError("invalid_utf8", "body must be valid UTF-8");
+    throw new ApiError("invalid_utf8", { message: "body must be valid UTF-8" });
   }
 }
 
@@ -338,15 +345,17 @@ export function parseUser(body: string): string {
   try {
     value = JSON.parse(body);
   } catch {
-    throw new ApiError("invalid_json", 'body must be valid JSON such as {"name": "Ada"}');
+    throw new ApiError("invalid_json", {
+      message: 'body must be valid JSON such as {"name": "Ada"}',
+    });
   }
   const parsed = userBody.safeParse(value);
   if (!parsed.success) {
-    throw new ApiError("invalid_body", describeIssue(parsed.error.issues[0], value));
+    throw new ApiError("invalid_body", { message: describeIssue(parsed.error.issues[0], value) });
   }
   const name = parsed.data.name.trim();
   const problem = nameProblem(name);
-  if (problem !== undefined) throw new ApiError("invalid_name", problem);
+  if (problem !== undefined) throw new ApiError("invalid_name", { message: problem });
   return name;
 }
 

@@ -63,7 +63,7 @@ export type ServerConfig = ReturnType<typeof loadServerConfig>;
 
 /** Parses the API's variables or throws a `TypeError` naming the bad ones. */
 export function loadServerConfig(env: Env) {
-  const config = parseEnv("server", serverVars, env);
+  const config = parseEnv(serverVars, { service: "server", env });
   // A push may run up to half of REDIS_TIMEOUT_MS late (its deadline); its
   // WAIT must end within the other half, or every slow confirmation would be
   // a timeout rather than an answer.

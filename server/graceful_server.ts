@@ -130,7 +130,9 @@ export async function serveGracefully(
       });
       await clock.sleep(drainMs);
       // No new connection from here on; the requests already received are answered in full.
-      await withDeadline(server.shutdown(), inFlightGraceMs, "finish the requests in flight", {
+      await withDeadline(server.shutdown(), {
+        ms: inFlightGraceMs,
+        what: "finish the requests in flight",
         clock,
       }).catch(() => {});
       await close();

@@ -55,14 +55,15 @@ import { QueueFullError, type UserEnvelope, WriteUnconfirmedError } from "@users
 /** What the grouping needs from the queue; `RedisQueue` provides it. */
 export interface FittingQueue {
   enqueueFitting(
-    maxLength: number,
     users: readonly UserEnvelope[],
-    options: { since: number },
+    options: { maxLength: number; since: number },
   ): Promise<number>;
 }
 
 /** Options of {@linkcode GroupedPushes}. */
 export interface GroupedPushesOptions {
+  /** The most items the queue may hold: a user that does not fit is refused. */
+  readonly maxLength: number;
   /**
    * Most users per script call; a bigger group is sent as several calls, in
    * order, so one reply never grows without bound. @default 1000
@@ -104,9 +105,9 @@ export class GroupedPushes {
   /** Sends the waiting group behind a call that is taking long. */
   #overtake: (() => void) | undefined;
 
-  constructor(queue: FittingQueue, maxLength: number, options: GroupedPushesOptions = {}) {
+  constructor(queue: FittingQueue, options: GroupedPushesOptions) {
     this.#queue = queue;
-    this.#maxLength = maxLength;
+    this.#maxLength = options.maxLength;
     this.#maxGroup = options.maxGroup ?? 1000;
     this.#schedule = options.schedule ?? ((flush) => void setImmediate(flush));
     this.#clock = options.clock ?? systemClock;
@@ -132,7 +133,7 @@ export class GroupedPushes {
   // (the enqueue script's, from its earliest request) runs while it waits, so
   // waiting out a stalled call would turn one slow call into refusals.
   #armOvertake(): void {
-    this.#overtake ??= after(this.#clock, this.#maxWaitMs, () => {
+    this.#overtake ??= after({ clock: this.#clock, ms: this.#maxWaitMs }, () => {
       this.#overtake = undefined;
       this.#flush(true);
     });
@@ -161,11 +162,10 @@ export class GroupedPushes {
   async #send(group: readonly Waiting[]): Promise<void> {
     let pushed: number;
     try {
-      pushed = await this.#queue.enqueueFitting(
-        this.#maxLength,
-        group.map((waiting) => waiting.user),
-        { since: group[0]!.since },
-      );
+      pushed = await this.#queue.enqueueFitting(group.map((waiting) => waiting.user), {
+        maxLength: this.#maxLength,
+        since: group[0]!.since,
+      });
     } catch (error) {
       // Unconfirmed: those pushed get that error, the rest did not fit.
       const pushed = error instanceof WriteUnconfirmedError ? error.pushed : group.length;
@@ -182,6 +182,15 @@ export class GroupedPushes {
 }
 
 /**
+ * Options of {@linkcode ShardedPushes}: those of each shard's
+ * {@linkcode GroupedPushes}, `maxLength` being the whole queue's.
+ */
+export interface ShardedPushesOptions extends GroupedPushesOptions {
+  /** The shard (its index) a user with this id belongs to. */
+  readonly shardOf: (id: string) => number;
+}
+
+/**
  * The pushes of a sharded queue: each user goes to the {@linkcode GroupedPushes}
  * of its shard (`shardOf`: the millisecond of its UUIDv7 id), whose bound is its share of the
  * whole queue's, `maxLength` / shards rounded up.
@@ -192,12 +201,12 @@ export class ShardedPushes {
 
   constructor(
     queues: readonly FittingQueue[],
-    maxLength: number,
-    shardOf: (id: string) => number,
-    options: GroupedPushesOptions = {},
+    { maxLength, shardOf, ...options }: ShardedPushesOptions,
   ) {
     const share = Math.ceil(maxLength / queues.length);
-    this.#shards = queues.map((queue) => new GroupedPushes(queue, share, options));
+    this.#shards = queues.map((queue) =>
+      new GroupedPushes(queue, { ...options, maxLength: share })
+    );
     this.#shardOf = shardOf;
   }
 

@@ -15,7 +15,7 @@ function fakeQueue(room: number) {
   const calls: { names: string[]; since: number }[] = [];
   return {
     calls,
-    enqueueFitting(_max: number, users: readonly UserEnvelope[], { since }: { since: number }) {
+    enqueueFitting(users: readonly UserEnvelope[], { since }: { since: number }) {
       calls.push({ names: users.map((u) => u.name), since });
       const pushed = Math.max(0, Math.min(room, users.length));
       room -= pushed;
@@ -44,7 +44,8 @@ Deno.test("GroupedPushes sends the users of one turn in one call, in arrival ord
   const queue = fakeQueue(100);
   const turns = manualTurns();
   let now = 10;
-  const pushes = new GroupedPushes(queue, 100, {
+  const pushes = new GroupedPushes(queue, {
+    maxLength: 100,
     schedule: turns.schedule,
     clock: { ...systemClock, now: () => now++ },
   });
@@ -63,7 +64,7 @@ Deno.test("GroupedPushes sends the users of one turn in one call, in arrival ord
 Deno.test("GroupedPushes refuses exactly the users that do not fit, as full", async () => {
   const queue = fakeQueue(2);
   const turns = manualTurns();
-  const pushes = new GroupedPushes(queue, 2, { schedule: turns.schedule });
+  const pushes = new GroupedPushes(queue, { maxLength: 2, schedule: turns.schedule });
   const results = [1, 2, 3, 4].map((n) => pushes.enqueue(user(n)));
   turns.endTurn();
   const settled = await Promise.allSettled(results);
@@ -81,7 +82,8 @@ Deno.test("GroupedPushes refuses exactly the users that do not fit, as full", as
 Deno.test("GroupedPushes rejects every user of a call that failed", async () => {
   const turns = manualTurns();
   const failure = new Error("Redis is down");
-  const pushes = new GroupedPushes({ enqueueFitting: () => Promise.reject(failure) }, 10, {
+  const pushes = new GroupedPushes({ enqueueFitting: () => Promise.reject(failure) }, {
+    maxLength: 10,
     schedule: turns.schedule,
   });
   const results = [pushes.enqueue(user(1)), pushes.enqueue(user(2))];
@@ -92,7 +94,11 @@ Deno.test("GroupedPushes rejects every user of a call that failed", async () => 
 Deno.test("GroupedPushes splits a big turn into calls of maxGroup, in order", async () => {
   const queue = fakeQueue(100);
   const turns = manualTurns();
-  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, maxGroup: 2 });
+  const pushes = new GroupedPushes(queue, {
+    maxLength: 100,
+    schedule: turns.schedule,
+    maxGroup: 2,
+  });
   const results = [1, 2, 3, 4, 5].map((n) => pushes.enqueue(user(n)));
   turns.endTurn();
   await Promise.all(results);
@@ -105,7 +111,7 @@ Deno.test("GroupedPushes splits a big turn into calls of maxGroup, in order", as
 
 Deno.test("GroupedPushes groups the pushes of one real event-loop turn", async () => {
   const queue = fakeQueue(100);
-  const pushes = new GroupedPushes(queue, 100);
+  const pushes = new GroupedPushes(queue, { maxLength: 100 });
   // Three requests whose bodies arrive together: their handlers run in one turn.
   await Promise.all([1, 2, 3].map((n) => Promise.resolve().then(() => pushes.enqueue(user(n)))));
   await pushes.enqueue(user(4));
@@ -121,7 +127,7 @@ Deno.test("GroupedPushes rejects the pushed users of an unconfirmed call as such
     pushed: 2,
   });
   const queue = { enqueueFitting: () => Promise.reject(unconfirmed) };
-  const pushes = new GroupedPushes(queue, 2, { schedule: turns.schedule });
+  const pushes = new GroupedPushes(queue, { maxLength: 2, schedule: turns.schedule });
   const waiting = [1, 2, 3].map((n) => pushes.enqueue(user(n)).then(() => "ok", (e) => e));
   turns.endTurn();
   const [a, b, c] = await Promise.all(waiting);
@@ -134,14 +140,16 @@ Deno.test("ShardedPushes groups per shard: one call per shard per turn, each wit
   const shards = [fakeQueue(100), fakeQueue(100), fakeQueue(100)];
   const bounds: number[] = [];
   const recording = shards.map((queue) => ({
-    enqueueFitting(max: number, users: readonly UserEnvelope[], options: { since: number }) {
-      bounds.push(max);
-      return queue.enqueueFitting(max, users, options);
+    enqueueFitting(users: readonly UserEnvelope[], options: { maxLength: number; since: number }) {
+      bounds.push(options.maxLength);
+      return queue.enqueueFitting(users, options);
     },
   }));
   // Each shard schedules its own flush; the test runs them all as the end of one turn.
   const flushes: (() => void)[] = [];
-  const pushes = new ShardedPushes(recording, 10, (id) => Number(id.slice(4, 8)) % 3, {
+  const pushes = new ShardedPushes(recording, {
+    maxLength: 10,
+    shardOf: (id) => Number(id.slice(4, 8)) % 3,
     schedule: (flush) => flushes.push(flush),
   });
   const all = [1, 2, 3, 4, 5, 6, 7].map((n) => pushes.enqueue(user(n)));
@@ -161,7 +169,7 @@ function answeredByHand() {
   const calls: string[][] = [];
   const replies: (() => void)[] = [];
   const queue = {
-    enqueueFitting(_max: number, users: readonly UserEnvelope[]) {
+    enqueueFitting(users: readonly UserEnvelope[]) {
       calls.push(users.map((u) => u.name));
       return new Promise<number>((resolve) => replies.push(() => resolve(users.length)));
     },
@@ -172,7 +180,11 @@ function answeredByHand() {
 Deno.test("GroupedPushes: one group in flight; whatever arrives meanwhile goes as the next group", async () => {
   const turns = manualTurns();
   const { queue, calls, replies } = answeredByHand();
-  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, maxWaitMs: 60_000 });
+  const pushes = new GroupedPushes(queue, {
+    maxLength: 100,
+    schedule: turns.schedule,
+    maxWaitMs: 60_000,
+  });
   const first = pushes.enqueue(user(1));
   turns.endTurn();
   // Two more turns' users arrive while the first call is in flight: no flush is scheduled.
@@ -198,7 +210,11 @@ Deno.test("GroupedPushes: one group in flight; whatever arrives meanwhile goes a
 Deno.test("GroupedPushes sends the next group anyway once the call in flight took maxWaitMs", async () => {
   const turns = manualTurns();
   const { queue, calls, replies } = answeredByHand();
-  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, maxWaitMs: 20 });
+  const pushes = new GroupedPushes(queue, {
+    maxLength: 100,
+    schedule: turns.schedule,
+    maxWaitMs: 20,
+  });
   const first = pushes.enqueue(user(1));
   turns.endTurn();
   const behind = [pushes.enqueue(user(2)), pushes.enqueue(user(3))];
@@ -214,7 +230,7 @@ Deno.test("GroupedPushes waits maxWaitMs behind a call in flight on the clock it
   const turns = manualTurns();
   const { queue, calls, replies } = answeredByHand();
   const clock = new ManualClock();
-  const pushes = new GroupedPushes(queue, 100, { schedule: turns.schedule, clock });
+  const pushes = new GroupedPushes(queue, { maxLength: 100, schedule: turns.schedule, clock });
   const first = pushes.enqueue(user(1));
   turns.endTurn();
   const behind = pushes.enqueue(user(2));

@@ -34,16 +34,15 @@ export function parseIdempotencyKey(
 ): string | undefined {
   if (header === undefined) return undefined;
   if (!KEY_PATTERN.test(header)) {
-    throw new ApiError(
-      "invalid_idempotency_key",
-      `${IDEMPOTENCY_KEY} must be 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII characters`,
-    );
+    throw new ApiError("invalid_idempotency_key", {
+      message:
+        `${IDEMPOTENCY_KEY} must be 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII characters`,
+    });
   }
   if (!taken) {
-    throw new ApiError(
-      "invalid_idempotency_key",
-      `${IDEMPOTENCY_KEY} is not taken by this server, which has no queue to record it in`,
-    );
+    throw new ApiError("invalid_idempotency_key", {
+      message: `${IDEMPOTENCY_KEY} is not taken by this server, which has no queue to record it in`,
+    });
   }
   return header;
 }

@@ -61,15 +61,12 @@ const postgres = postgresClients(config);
 const sql = postgres.connect({ max: 2 });
 // A push Redis runs after half the timeout is void, so one that outlives the
 // 503 we answered (Redis frozen, then resumed) cannot queue the user anyway.
-const queue = new ShardedQueue(
-  redis,
-  queueShards(config.QUEUE_NAME, { shards: config.QUEUE_SHARDS, cluster }),
-  {
-    enqueueWithinMs: Math.floor(config.REDIS_TIMEOUT_MS / 2),
-    waitReplicas: config.REDIS_WAIT_REPLICAS,
-    waitTimeoutMs: config.REDIS_WAIT_TIMEOUT_MS,
-  },
-);
+const queue = new ShardedQueue(redis, {
+  keys: queueShards(config.QUEUE_NAME, { shards: config.QUEUE_SHARDS, cluster }),
+  enqueueWithinMs: Math.floor(config.REDIS_TIMEOUT_MS / 2),
+  waitReplicas: config.REDIS_WAIT_REPLICAS,
+  waitTimeoutMs: config.REDIS_WAIT_TIMEOUT_MS,
+});
 // What accepting a user needs, probed on each GET /readyz.
 const readiness = new Readiness(
   { redis: () => redis.ping() },
@@ -87,7 +84,7 @@ const app = createApp({
   admin: config.ADMIN_TOKEN === "" ? undefined : {
     token: config.ADMIN_TOKEN,
     deadLetters: new DeadLetters(redis, queue.keys),
-    overview: () => readOverview(redis, queue.keys),
+    overview: () => readOverview(redis, { keys: queue.keys }),
   },
   bodyLimitBytes: config.BODY_LIMIT_BYTES,
   metrics: new ApiMetrics({ replica }),

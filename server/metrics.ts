@@ -146,7 +146,7 @@ export class ApiMetrics {
     const route = routeOf(c);
     const method = METHODS.has(c.req.method) ? c.req.method : "other";
     const { status } = c.res;
-    const series = this.#seriesOf(method, route, status);
+    const series = this.#seriesOf({ method, route, status });
     series.unread++;
     series.observe(seconds);
     if (method === "POST" && route === "/users") {
@@ -163,7 +163,9 @@ export class ApiMetrics {
     }
   };
 
-  #seriesOf(method: string, route: string, status: number): RequestSeries {
+  #seriesOf(
+    { method, route, status }: { method: string; route: string; status: number },
+  ): RequestSeries {
     let byRoute = this.#series.get(method);
     if (byRoute === undefined) this.#series.set(method, byRoute = new Map());
     let byStatus = byRoute.get(route);

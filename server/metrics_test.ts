@@ -129,9 +129,12 @@ Deno.test("ApiMetrics counts refused POST /users by reason: full, unavailable, i
 });
 
 Deno.test("rejectionOf() tells a full queue from an unavailable one and calls any 4xx invalid", () => {
-  const full = new ApiError("queue_full", "full", { cause: new QueueFullError(1) });
+  const full = new ApiError("queue_full", { message: "full", cause: new QueueFullError(1) });
   assert.equal(rejectionOf(503, full), "full");
-  assert.equal(rejectionOf(503, new ApiError("queue_unavailable", "down")), "unavailable");
+  assert.equal(
+    rejectionOf(503, new ApiError("queue_unavailable", { message: "down" })),
+    "unavailable",
+  );
   const unconfirmed = new WriteUnconfirmedError("push", {
     wanted: 1,
     confirmed: 0,
@@ -139,10 +142,13 @@ Deno.test("rejectionOf() tells a full queue from an unavailable one and calls an
     pushed: 1,
   });
   assert.equal(
-    rejectionOf(503, new ApiError("unconfirmed", "unconfirmed", { cause: unconfirmed })),
+    rejectionOf(503, new ApiError("unconfirmed", { message: "unconfirmed", cause: unconfirmed })),
     "unconfirmed",
   );
-  assert.equal(rejectionOf(413, new ApiError("body_too_large", "too large")), "invalid");
+  assert.equal(
+    rejectionOf(413, new ApiError("body_too_large", { message: "too large" })),
+    "invalid",
+  );
   assert.equal(rejectionOf(405, undefined), "invalid");
   assert.equal(rejectionOf(202, undefined), undefined);
   assert.equal(rejectionOf(500, new Error("bug")), undefined);

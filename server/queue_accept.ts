@@ -25,11 +25,10 @@ export function queueAccept(
   queue: AcceptingQueue,
   config: Pick<ServerConfig, "QUEUE_MAX_LENGTH" | "IDEMPOTENCY_TTL_SECONDS" | "REDIS_TIMEOUT_MS">,
 ): Required<Pick<AppOptions, "accept" | "acceptOnce" | "acceptTimeoutMs">> {
-  const pushes = new ShardedPushes(
-    queue.shards,
-    config.QUEUE_MAX_LENGTH,
-    (id) => queue.shardIndexOf(id),
-  );
+  const pushes = new ShardedPushes(queue.shards, {
+    maxLength: config.QUEUE_MAX_LENGTH,
+    shardOf: (id) => queue.shardIndexOf(id),
+  });
   return {
     accept: (user) => pushes.enqueue(user),
     acceptOnce: {

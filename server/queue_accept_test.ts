@@ -12,7 +12,7 @@ function fakeQueue() {
   const once: { id: string; options: unknown }[] = [];
   const queue: AcceptingQueue = {
     shards: [0, 1].map((shard) => ({
-      enqueueFitting: (maxLength: number, users: readonly UserEnvelope[]) => {
+      enqueueFitting: (users: readonly UserEnvelope[], { maxLength }: { maxLength: number }) => {
         pushed.push({ shard, maxLength, ids: users.map((u) => u.id) });
         return Promise.resolve(users.length);
       },

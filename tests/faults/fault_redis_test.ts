@@ -199,7 +199,7 @@ scenario(
     // then sends the same fetch or ack again. Replayed here at the protocol
     // level, where the timing is exact.
     const { redis } = stage.world;
-    const queue = new RedisQueue(redis, stage.keys);
+    const queue = new RedisQueue(redis, { keys: stage.keys });
     const users = envelopes(10, "lost-reply");
     await queue.enqueue(1_000, ...users);
     const id = uuidv7();

@@ -48,10 +48,7 @@ Deno.test("RedisQueue refuses concurrent pushes a master without replicas cannot
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("confirmed");
-    const queue = new RedisQueue(redis, keys, {
-      waitReplicas: 1,
-      waitTimeoutMs: WAIT_TIMEOUT_MS,
-    });
+    const queue = new RedisQueue(redis, { keys, waitReplicas: 1, waitTimeoutMs: WAIT_TIMEOUT_MS });
     const user = (i: number) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-${String(i).padStart(12, "0")}`,
       name: `user-${i}`,
@@ -61,7 +58,7 @@ Deno.test("RedisQueue refuses concurrent pushes a master without replicas cannot
     const calls = Array.from({ length: 20 }, (_, i) => {
       const startedAt = Date.now();
       const call = i % 2 === 0
-        ? queue.enqueueFitting(100, [user(i)])
+        ? queue.enqueueFitting([user(i)], { maxLength: 100 })
         : queue.enqueueOnce(user(i), { key: `key-${i}`, maxLength: 100, ttlSeconds: 60 });
       return timed(call, startedAt);
     });
@@ -85,7 +82,8 @@ Deno.test("ShardedQueue: shards on one master share its one WAIT in flight", asy
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
-    const queue = new ShardedQueue(redis, queueShards("confirmed-shards", { shards: 2 }), {
+    const queue = new ShardedQueue(redis, {
+      keys: queueShards("confirmed-shards", { shards: 2 }),
       waitReplicas: 1,
       waitTimeoutMs: WAIT_TIMEOUT_MS,
     });
@@ -94,7 +92,7 @@ Deno.test("ShardedQueue: shards on one master share its one WAIT in flight", asy
       const key = `key-${i}`;
       const user = { id: queue.idForKey(key), name: `user-${i}`, enqueued_at: 1 };
       const call = i % 2 === 0
-        ? queue.shards[queue.shardIndexOf(user.id)]!.enqueueFitting(100, [user])
+        ? queue.shards[queue.shardIndexOf(user.id)]!.enqueueFitting([user], { maxLength: 100 })
         : queue.enqueueOnce(user, { key, maxLength: 100, ttlSeconds: 60 });
       return timed(call, startedAt);
     });

@@ -69,7 +69,7 @@ Deno.test("DeadLetters against a real Redis", async (t) => {
   let counter = 0;
   const fresh = () => {
     const keys = queueKeys(`dlq${++counter}`);
-    return { keys, queue: new RedisQueue(redis, keys), letters: new DeadLetters(redis, keys) };
+    return { keys, queue: new RedisQueue(redis, { keys }), letters: new DeadLetters(redis, keys) };
   };
   try {
     await t.step(
@@ -284,7 +284,7 @@ Deno.test("DeadLetters against a real Redis", async (t) => {
         assert.ok(batch);
         await batch.ack({ storedIds: batch.items.map((item) => JSON.parse(item).id) });
         await queue.fetch({ consumerId: "alive", max: 1 });
-        const overview = await readOverview(redis, keys, { now: 11_000 });
+        const overview = await readOverview(redis, { keys, now: 11_000 });
         assert.deepEqual(overview.depth, { queued: 2, retry: 0, processing: 1, dead: 2 });
         assert.equal(overview.oldest_queued_age_ms, 11_000 - 1_003);
         assert.deepEqual(overview.dead_letters_by_reason, { id_conflict: 2 });
@@ -349,7 +349,7 @@ Deno.test("./stack dlq lists, requeues and purges the dead letters of a real Red
     await t.step("list pages newest first with the counts by kind", async () => {
       const name = "stack_dlq_list";
       const buried = users(12, "listed");
-      await bury(new RedisQueue(redis, queueKeys(name)), buried, (i) => KINDS[i % 3]!);
+      await bury(new RedisQueue(redis, { keys: queueKeys(name) }), buried, (i) => KINDS[i % 3]!);
       const first = await stackDlq(server.url, name, 1, "list", "--limit", "3");
       assert.equal(first.code, 0, first.stderr);
       const page = parseList(first.stdout);
@@ -368,7 +368,7 @@ Deno.test("./stack dlq lists, requeues and purges the dead letters of a real Red
     await t.step("requeue by kind, by id and then every letter, back to the queue", async () => {
       const name = "stack_dlq_requeue";
       const keys = queueKeys(name);
-      const queue = new RedisQueue(redis, keys);
+      const queue = new RedisQueue(redis, { keys });
       const buried = users(9, "requeued");
       await bury(queue, buried, (i) => KINDS[i % 3]!);
       const refused = buried.filter((_, i) => i % 3 === 1);
@@ -405,7 +405,7 @@ Deno.test("./stack dlq lists, requeues and purges the dead letters of a real Red
     await t.step("purge by id and by kind, --all, and nothing without it", async () => {
       const name = "stack_dlq_purge";
       const keys = queueKeys(name);
-      const queue = new RedisQueue(redis, keys);
+      const queue = new RedisQueue(redis, { keys });
       const buried = users(9, "purged");
       await bury(queue, buried, (i) => KINDS[i % 3]!);
 
@@ -440,7 +440,7 @@ Deno.test("./stack dlq lists, requeues and purges the dead letters of a real Red
       for (const [s, keys] of shards.entries()) {
         const mine = buried.filter((u) => shardOf(u.id, 2) === s);
         assert.ok(mine.length > 0, `shard ${s} has letters`);
-        await bury(new RedisQueue(redis, keys), mine, () => "id_conflict");
+        await bury(new RedisQueue(redis, { keys }), mine, () => "id_conflict");
       }
       const list = parseList((await stackDlq(server.url, name, 2, "list")).stdout);
       assert.equal(list.total, 10);

@@ -36,7 +36,7 @@ Deno.test("withDeadline() takes a reply that arrived while the process was stall
     await redis.ping();
     const outcomes: string[] = [];
     for (let i = 0; i < 10; i++) {
-      const answer = withDeadline(redis.set(`stall:${i}`, "1"), 100, "set the key")
+      const answer = withDeadline(redis.set(`stall:${i}`, "1"), { ms: 100, what: "set the key" })
         .then(() => "reply", (error) => `deadline: ${error.message}`);
       // The command is on the wire; this process now does nothing else for 250 ms and until it is done.
       stall(250, server.port, [`stall:${i}`]);
@@ -53,7 +53,7 @@ Deno.test("SharedDeadline takes replies that arrived while the process was stall
   const redis = new Redis(server.url);
   try {
     await redis.ping();
-    const deadline = new SharedDeadline(100, "set the key");
+    const deadline = new SharedDeadline({ ms: 100, what: "set the key" });
     const outcomes: string[] = [];
     for (let i = 0; i < 10; i++) {
       const answers = [0, 1, 2].map((j) =>

@@ -30,7 +30,7 @@ function userFor(queue: ShardedQueue, key: string, name: string): UserEnvelope {
 Deno.test("enqueueOnce() pushes a key's user once: seen again it answers the first id, another name is a conflict", async () => {
   await using server = await startRedis();
   const redis = new Redis(server.url);
-  const queue = new ShardedQueue(redis, queueShards("idem-once"));
+  const queue = new ShardedQueue(redis, { keys: queueShards("idem-once") });
   const [keys] = queue.keys;
   try {
     const ada = userFor(queue, "key-1", "Ada");
@@ -78,7 +78,9 @@ Deno.test("enqueueOnce() with one key from many clients at once pushes one user 
   await using server = await startRedis();
   const clients = Array.from({ length: 8 }, () => new Redis(server.url));
   try {
-    const queues = clients.map((redis) => new ShardedQueue(redis, queueShards("idem-race")));
+    const queues = clients.map((redis) =>
+      new ShardedQueue(redis, { keys: queueShards("idem-race") })
+    );
     const ids = await Promise.all(
       queues.map((queue) =>
         queue.enqueueOnce(userFor(queue, "race", "Ada"), {
@@ -98,8 +100,8 @@ Deno.test("enqueueOnce() with one key from many clients at once pushes one user 
 Deno.test("enqueueOnce() leaves no record when it pushed nothing (full, too late), and forgets a key once expired", async () => {
   await using server = await startRedis();
   const redis = new Redis(server.url);
-  const queue = new ShardedQueue(redis, queueShards("idem-edges"));
-  const late = new ShardedQueue(redis, queueShards("idem-edges"), { enqueueWithinMs: 1 });
+  const queue = new ShardedQueue(redis, { keys: queueShards("idem-edges") });
+  const late = new ShardedQueue(redis, { keys: queueShards("idem-edges"), enqueueWithinMs: 1 });
   const [keys] = queue.keys;
   try {
     await redis.lpush(keys!.queue, "x", "y");
@@ -148,7 +150,7 @@ Deno.test("enqueueOnce() leaves no record when it pushed nothing (full, too late
 Deno.test("enqueueOnce() with QUEUE_SHARDS=3 keeps a key's record and its user in the key's shard", async () => {
   await using server = await startRedis();
   const redis = new Redis(server.url);
-  const queue = new ShardedQueue(redis, queueShards("idem-shards", { shards: 3 }));
+  const queue = new ShardedQueue(redis, { keys: queueShards("idem-shards", { shards: 3 }) });
   try {
     const shardsUsed = new Set<number>();
     for (let i = 0; i < 30; i++) {

@@ -54,8 +54,8 @@ Deno.test("readQueueStats() reads every list's depth and the oldest items' age f
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("stats");
-    const queue = new RedisQueue(redis, keys);
-    const empty = await readQueueStats(redis, queue, { now: 10_000 });
+    const queue = new RedisQueue(redis, { keys });
+    const empty = await readQueueStats(redis, { keys: queue.keys, now: 10_000 });
     assert.deepEqual(empty, {
       depth: { queued: 0, retry: 0, processing: 0, dead: 0 },
       oldestAgeSeconds: { queued: 0, retry: 0 },
@@ -65,13 +65,13 @@ Deno.test("readQueueStats() reads every list's depth and the oldest items' age f
       await redis.lpush(keys.queue, encodeEnvelope({ ...USER(n), enqueued_at: at }));
     }
     await redis.lpush(keys.retry, encodeEnvelope({ ...USER(4), enqueued_at: 500 }));
-    const stats = await readQueueStats(redis, queue, { now: 10_000 });
+    const stats = await readQueueStats(redis, { keys: queue.keys, now: 10_000 });
     assert.deepEqual(stats.depth, { queued: 3, retry: 1, processing: 0, dead: 0 });
     assert.deepEqual(stats.oldestAgeSeconds, { queued: 9, retry: 9.5 });
     // A poison item at the head has no age to tell.
     await redis.rpush(keys.queue, "not json");
     assert.equal(
-      (await readQueueStats(redis, queue, { now: 10_000 })).oldestAgeSeconds.queued,
+      (await readQueueStats(redis, { keys: queue.keys, now: 10_000 })).oldestAgeSeconds.queued,
       undefined,
     );
   } finally {

@@ -30,7 +30,7 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
     const freshQueue = async () => {
       await sql`truncate users`;
       const name = `pipeline${++queueCounter}`;
-      return { name, queue: new RedisQueue(redis, queueKeys(name)) };
+      return { name, queue: new RedisQueue(redis, { keys: queueKeys(name) }) };
     };
 
     const envFor = (

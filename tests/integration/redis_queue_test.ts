@@ -26,7 +26,7 @@ Deno.test("RedisQueue.handBack() clears the crash counts of the items it returns
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("handback");
-    const queue = new RedisQueue(redis, keys);
+    const queue = new RedisQueue(redis, { keys });
     const users = ["a", "b"].map((name, i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000000${i}`,
       name,
@@ -59,14 +59,18 @@ Deno.test("RedisQueue.enqueueFitting() pushes the first users that fit, and noth
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("fitting");
-    const queue = new RedisQueue(redis, keys, { enqueueWithinMs: 500 });
+    const queue = new RedisQueue(redis, { keys, enqueueWithinMs: 500 });
     const users = [0, 1, 2, 3, 4].map((i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000001${i}`,
       name: `user ${i}`,
       enqueued_at: 1,
     }));
     await queue.enqueue(3, users[0]!);
-    assert.equal(await queue.enqueueFitting(3, users.slice(1)), 2, "two of four fit");
+    assert.equal(
+      await queue.enqueueFitting(users.slice(1), { maxLength: 3 }),
+      2,
+      "two of four fit",
+    );
     assert.deepEqual(
       (await redis.lrange(keys.queue, 0, -1)).map((item) => JSON.parse(item).name),
       ["user 2", "user 1", "user 0"],
@@ -76,7 +80,11 @@ Deno.test("RedisQueue.enqueueFitting() pushes the first users that fit, and noth
       (await redis.smembers(keys.queuedIds)).sort(),
       [0, 1, 2].map((i) => users[i]!.id),
     );
-    assert.equal(await queue.enqueueFitting(3, users.slice(3)), 0, "a full queue takes none");
+    assert.equal(
+      await queue.enqueueFitting(users.slice(3), { maxLength: 3 }),
+      0,
+      "a full queue takes none",
+    );
     // The all-or-nothing push refuses a group that does not fit whole.
     await redis.del(keys.queue, keys.queuedIds);
     await queue.enqueue(3, users[0]!, users[1]!);
@@ -84,7 +92,10 @@ Deno.test("RedisQueue.enqueueFitting() pushes the first users that fit, and noth
     assert.equal(await redis.llen(keys.queue), 2);
     // A group whose earliest request asked more than enqueueWithinMs ago does nothing.
     await redis.del(keys.queue, keys.queuedIds);
-    await assert.rejects(queue.enqueueFitting(10, users, { since: Date.now() - 600 }), /too late/);
+    await assert.rejects(
+      queue.enqueueFitting(users, { maxLength: 10, since: Date.now() - 600 }),
+      /too late/,
+    );
     assert.equal(await redis.llen(keys.queue), 0);
     assert.equal(await redis.scard(keys.queuedIds), 0);
   } finally {
@@ -97,7 +108,7 @@ Deno.test("RedisQueue.fetch() with a batch held: a new batch, the same one again
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("early");
-    const queue = new RedisQueue(redis, keys);
+    const queue = new RedisQueue(redis, { keys });
     const users = [0, 1, 2, 3, 4, 5].map((i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000002${i}`,
       name: `user ${i}`,
@@ -146,7 +157,7 @@ Deno.test("RedisQueue.ack() repeated after a lost reply trims nothing, even with
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("repeat");
-    const queue = new RedisQueue(redis, keys);
+    const queue = new RedisQueue(redis, { keys });
     const users = [0, 1, 2, 3].map((i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000003${i}`,
       name: `user ${i}`,
@@ -183,7 +194,7 @@ Deno.test("FetchedBatch.ackAndFetch() of RedisQueue acknowledges and takes the n
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("ackfetch");
-    const queue = new RedisQueue(redis, keys);
+    const queue = new RedisQueue(redis, { keys });
     const users = [0, 1, 2, 3, 4, 5, 6].map((i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000004${i}`,
       name: `user ${i}`,

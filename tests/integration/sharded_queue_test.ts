@@ -46,7 +46,10 @@ function users(n: number, enqueuedAt = 1_000): UserEnvelope[] {
 }
 
 async function pushAll(queue: ShardedQueue, list: readonly UserEnvelope[]): Promise<void> {
-  const pushes = new ShardedPushes(queue.shards, 1_000_000, (id) => queue.shardIndexOf(id));
+  const pushes = new ShardedPushes(queue.shards, {
+    maxLength: 1_000_000,
+    shardOf: (id) => queue.shardIndexOf(id),
+  });
   await Promise.all(list.map((user) => pushes.enqueue(user)));
 }
 
@@ -54,7 +57,7 @@ Deno.test("ShardedQueue: each user in its id's shard, a consumer serving every s
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
-    const queue = new ShardedQueue(redis, queueShards("sq1", { shards: 3 }));
+    const queue = new ShardedQueue(redis, { keys: queueShards("sq1", { shards: 3 }) });
     const list = users(30);
     await pushAll(queue, list);
     for (const user of list) {
@@ -79,7 +82,7 @@ Deno.test("ShardedQueue: each user in its id's shard, a consumer serving every s
     assert.deepEqual(new Set(seen.slice(0, 3)), new Set([0, 1, 2]));
     assert.deepEqual(await queue.depth(), { queued: 0, retry: 0, dead: 0, processing: 0 });
     for (const user of list) assert.equal(await queue.indexed(user.id), undefined);
-    const overview = await readOverview(redis, queue.keys);
+    const overview = await readOverview(redis, { keys: queue.keys });
     assert.equal(overview.stored_total, 30);
     assert.deepEqual(overview.consumers.map((c) => [c.id, c.stored, c.alive]), [["c1", 30, true]]);
   } finally {
@@ -91,7 +94,7 @@ Deno.test("ShardedQueue: no shard starves a consumer that finds work in another"
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
-    const queue = new ShardedQueue(redis, queueShards("sq2", { shards: 4 }));
+    const queue = new ShardedQueue(redis, { keys: queueShards("sq2", { shards: 4 }) });
     // A deep backlog in every shard; batches of 1 so each fetch takes one item.
     await pushAll(queue, users(200));
     await queue.register("c1", 60_000);
@@ -112,7 +115,7 @@ Deno.test("ShardedQueue: a dead consumer's items come back in every shard; fenci
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
-    const queue = new ShardedQueue(redis, queueShards("sq3", { shards: 3 }));
+    const queue = new ShardedQueue(redis, { keys: queueShards("sq3", { shards: 3 }) });
     await pushAll(queue, users(30));
     await queue.register("dead", 60_000);
     await queue.register("alive", 60_000);
@@ -124,15 +127,17 @@ Deno.test("ShardedQueue: a dead consumer's items come back in every shard; fenci
     const { recovered, consumers } = await queue.recover(3);
     assert.equal(recovered, 6);
     assert.equal(consumers, 1);
-    const overview = await readOverview(redis, queue.keys);
+    const overview = await readOverview(redis, { keys: queue.keys });
     assert.equal(overview.depth.retry, 6);
     assert.deepEqual(overview.consumers.map((c) => c.id), ["alive"]);
     // The live consumer is not touched; its fetches take the recovered items one at a time first.
     const first = await queue.fetch({ consumerId: "alive", max: 10 });
     assert.ok(first.fromRetry);
     await first.ack();
-    // The dead one is fenced everywhere it looks.
+    // The dead one is fenced everywhere it looks, its heartbeat too; the live one's beats.
     await assert.rejects(queue.fetch({ consumerId: "dead", max: 10 }), FencedError);
+    await assert.rejects(queue.heartbeat("dead", 60_000), FencedError);
+    await queue.heartbeat("alive", 60_000);
     // Fenced in one shard only, a consumer's fetch says so once it reaches that shard.
     await redis.srem(queue.keys[2]!.consumers, "alive");
     let fenced = false;
@@ -143,6 +148,7 @@ Deno.test("ShardedQueue: a dead consumer's items come back in every shard; fenci
       );
     }
     assert.ok(fenced);
+    await assert.rejects(queue.heartbeat("alive", 60_000), FencedError);
   } finally {
     redis.disconnect();
   }
@@ -153,13 +159,14 @@ Deno.test("ShardedQueue: a recovery leaves alone a consumer registered after it 
   const redis = new Redis(server.url);
   try {
     const [keys] = queueShards("sq4", { shards: 2 });
-    const shard = new RedisQueue(redis, keys!);
+    const shard = new RedisQueue(redis, { keys: keys! });
     await shard.enqueue(10, ...users(2));
     await shard.register("late", 60_000);
     await shard.fetch({ consumerId: "late", max: 10 });
     // Its heartbeat is gone but it was not among the members given to the script: untouched.
     await redis.del(keys!.heartbeatPrefix + "late");
-    const script = await runScript(redis, RECOVER, {
+    const script = await runScript(redis, {
+      script: RECOVER,
       keys: {
         consumers: keys!.consumers,
         retry: keys!.retry,
@@ -188,7 +195,7 @@ Deno.test("DeadLetters over shards: counts add up, pages merge newest first, req
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
-    const queue = new ShardedQueue(redis, queueShards("sq5", { shards: 3 }));
+    const queue = new ShardedQueue(redis, { keys: queueShards("sq5", { shards: 3 }) });
     const list = users(9);
     await pushAll(queue, list);
     await queue.register("c", 60_000);
@@ -224,7 +231,7 @@ Deno.test("DeadLetters over shards: counts add up, pages merge newest first, req
     assert.equal(await redis.llen(home.queue), 1);
     assert.equal(await queue.indexed(one!.id), "queued");
     assert.equal(await dead.purge({}), 8);
-    const stats = await readQueueStats(redis, queue, { now: 61_000 });
+    const stats = await readQueueStats(redis, { keys: queue.keys, now: 61_000 });
     assert.deepEqual(stats.depth, { queued: 1, retry: 0, processing: 0, dead: 0 });
     assert.equal(stats.oldestAgeSeconds.queued, 60);
   } finally {
@@ -237,7 +244,7 @@ Deno.test("Consumer over a ShardedQueue stores every user of every shard, waking
   const redis = new Redis(server.url);
   const blocking = new Redis(server.url);
   try {
-    const queue = new ShardedQueue(redis, queueShards("sq6", { shards: 3 }));
+    const queue = new ShardedQueue(redis, { keys: queueShards("sq6", { shards: 3 }) });
     const stored = new Map<string, string>();
     const consumer = new Consumer({
       queue,
@@ -297,24 +304,27 @@ Deno.test("RedisQueue with waitReplicas: confirmed by a replica, or unconfirmed 
       { timeoutMs: 10_000 },
     );
     const [keys] = queueShards("sq7", { cluster: true });
-    const one = new RedisQueue(redis, keys!, { waitReplicas: 1, waitTimeoutMs: 1_000 });
+    const one = new RedisQueue(redis, { keys: keys!, waitReplicas: 1, waitTimeoutMs: 1_000 });
     const [confirmed] = users(1);
-    assert.equal(await one.enqueueFitting(10, [confirmed!]), 1);
+    assert.equal(await one.enqueueFitting([confirmed!], { maxLength: 10 }), 1);
     // Confirmed: the replica holds it the moment the push resolves.
     assert.equal(await replicaClient.llen(keys!.queue), 1);
 
     // Asking for two replicas of a master that has one: unconfirmed, but pushed.
-    const two = new RedisQueue(redis, keys!, { waitReplicas: 2, waitTimeoutMs: 50 });
+    const two = new RedisQueue(redis, { keys: keys!, waitReplicas: 2, waitTimeoutMs: 50 });
     const [unconfirmed] = users(1);
-    await assert.rejects(two.enqueueFitting(10, [unconfirmed!]), (error: unknown) => {
-      assert.ok(error instanceof WriteUnconfirmedError);
-      assert.equal(error.pushed, 1);
-      assert.match(error.message, /^Cannot confirm the push on 2 replicas: 1 acknowledged/);
-      return true;
-    });
+    await assert.rejects(
+      two.enqueueFitting([unconfirmed!], { maxLength: 10 }),
+      (error: unknown) => {
+        assert.ok(error instanceof WriteUnconfirmedError);
+        assert.equal(error.pushed, 1);
+        assert.match(error.message, /^Cannot confirm the push on 2 replicas: 1 acknowledged/);
+        return true;
+      },
+    );
     assert.equal(await redis.llen(keys!.queue), 2, "unconfirmed is not lost");
     // Nothing pushed (the queue is full): no confirmation needed, no error.
-    assert.equal(await two.enqueueFitting(2, users(1)), 0);
+    assert.equal(await two.enqueueFitting(users(1), { maxLength: 2 }), 0);
 
     // A fetch waits for no replica, whatever the queue asks of pushes.
     await two.register("c", 60_000);
@@ -334,7 +344,7 @@ Deno.test("ShardedQueue: a batch fetched while one is held; a suspect in another
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
-    const queue = new ShardedQueue(redis, queueShards("sq8", { shards: 3 }));
+    const queue = new ShardedQueue(redis, { keys: queueShards("sq8", { shards: 3 }) });
     await pushAll(queue, users(60));
     await queue.register("c", 60_000);
     const first = await queue.fetch({ consumerId: "c", max: 5, held: 0 });
@@ -377,7 +387,7 @@ Deno.test("ShardedQueue batches: the next batch in the acknowledgement's call wi
   const redis = new Redis(server.url);
   try {
     for (const shards of [1, 3]) {
-      const queue = new ShardedQueue(redis, queueShards(`af${shards}`, { shards }));
+      const queue = new ShardedQueue(redis, { keys: queueShards(`af${shards}`, { shards }) });
       await pushAll(queue, users(30));
       await queue.register("c1", 60_000);
       const batch = await queue.fetch({ consumerId: "c1", max: 4 });
@@ -394,7 +404,7 @@ Deno.test("ShardedQueue batches: the next batch in the acknowledgement's call wi
         await batch.ack({ storedIds: ids });
       }
       assert.equal((await queue.depth()).processing, shards === 1 ? 4 : 0);
-      assert.equal((await readOverview(redis, queue.keys)).stored_total, 4);
+      assert.equal((await readOverview(redis, { keys: queue.keys })).stored_total, 4);
       if (shards > 1) {
         // Asked for the next batch all the same, it fetches in turn: the next shard's.
         const again = await queue.fetch({ consumerId: "c1", max: 4 });

@@ -35,7 +35,7 @@ Deno.test("GET /users/<id>'s status goes queued → stored, queued → dead, and
   const store = new PostgresStore(connect, 10_000);
   const redis = new Redis(redisServer.url);
   const keys = queueKeys("status");
-  const queue = new RedisQueue(redis, keys);
+  const queue = new RedisQueue(redis, { keys });
   const status = userStatusReader({
     indexed: (id) => queue.indexed(id),
     findUser: (id) => findUser(sql, id),
@@ -140,7 +140,7 @@ Deno.test("GET /users/<id> answers 503 with Retry-After and the store's code whi
   // The API's own options: a command to a stopped Redis fails at once.
   const redis = new Redis(redisServer.url, apiRedisOptions(1_000));
   redis.on("error", () => {});
-  const queue = new RedisQueue(redis, queueKeys("outage"));
+  const queue = new RedisQueue(redis, { keys: queueKeys("outage") });
   const unexpected: unknown[] = [];
   const app = createApp({
     accept: () => Promise.reject(new Error("this test posts nobody")),

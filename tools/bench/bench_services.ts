@@ -48,7 +48,11 @@ export interface BenchServices extends AsyncDisposable {
 
 /** Connection options for the benchmark's own PostgreSQL clients. */
 export function benchPostgresOptions(env: Readonly<Record<string, string>>, max: number) {
-  return { ...postgresOptions(parseEnv("bench", postgresVars, env)), max, onnotice: () => {} };
+  return {
+    ...postgresOptions(parseEnv(postgresVars, { service: "bench", env })),
+    max,
+    onnotice: () => {},
+  };
 }
 
 /** Starts Redis and PostgreSQL, migrates, and connects. */

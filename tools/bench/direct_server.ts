@@ -24,11 +24,11 @@ import { serverVars } from "@users-pipeline/server/config";
 import { ApiMetrics } from "@users-pipeline/server/metrics";
 import { userStatusReader } from "@users-pipeline/server/user_status";
 
-const config = parseEnv("direct-server", {
+const config = parseEnv({
   PORT: serverVars.PORT,
   BODY_LIMIT_BYTES: serverVars.BODY_LIMIT_BYTES,
   ...postgresVars,
-}, Deno.env.toObject());
+}, { service: "direct-server", env: Deno.env.toObject() });
 
 const postgres = postgresClients(config);
 // Enough connections for the requests the load generator keeps in flight to insert side by side.

@@ -157,7 +157,7 @@ export async function timeDrain(
 ): Promise<DrainRun> {
   const name = freshQueueName("drain");
   const staging = `${name}:staging`;
-  const queue = new RedisQueue(services.redis, queueKeys(name));
+  const queue = new RedisQueue(services.redis, { keys: queueKeys(name) });
   await services.resetTable();
   const consumers = Array.from(
     { length: setup.replicas },
@@ -198,7 +198,7 @@ export async function timeDrain(
     await services.sql`checkpoint`;
     const memoryBefore = await services.redisUsedMemory();
     const preloadSeconds = await preloadQueue(
-      new RedisQueue(services.redis, queueKeys(staging)),
+      new RedisQueue(services.redis, { keys: queueKeys(staging) }),
       setup.users,
     );
     const redisBytesPerUser = ((await services.redisUsedMemory()) - memoryBefore) / setup.users;

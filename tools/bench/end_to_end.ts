@@ -197,7 +197,7 @@ export async function runEndToEnd(
   const redis = new Redis(env.REDIS_URL!, { maxRetriesPerRequest: 1 });
   const sql = postgres(benchPostgresOptions(env, 1));
   const queueName = env.QUEUE_NAME || "users";
-  const queue = new RedisQueue(redis, queueKeys(queueName));
+  const queue = new RedisQueue(redis, { keys: queueKeys(queueName) });
   progress.step(`stack ready at ${stack.url}`);
   const runs: RateRun[] = [];
 

@@ -104,7 +104,7 @@ async function overloadApi(
   generator: string,
 ): Promise<OverloadResult> {
   const name = freshQueueName("overload");
-  const queue = new RedisQueue(services.redis, queueKeys(name));
+  const queue = new RedisQueue(services.redis, { keys: queueKeys(name) });
   await services.resetTable();
   const env = services.serviceEnv({
     QUEUE_NAME: name,

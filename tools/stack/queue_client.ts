@@ -36,11 +36,11 @@ export function queueClient(
   url: string,
   options: RedisOptions = {},
 ): QueueClient {
-  const { QUEUE_NAME, QUEUE_SHARDS, REDIS_CLUSTER_NODES } = parseEnv(tool, {
+  const { QUEUE_NAME, QUEUE_SHARDS, REDIS_CLUSTER_NODES } = parseEnv({
     QUEUE_NAME: queueVars.QUEUE_NAME,
     QUEUE_SHARDS: queueVars.QUEUE_SHARDS,
     REDIS_CLUSTER_NODES: queueVars.REDIS_CLUSTER_NODES,
-  }, env);
+  }, { service: tool, env });
   const cluster = REDIS_CLUSTER_NODES !== "";
   const redis = createRedisClient({ REDIS_URL: url, REDIS_CLUSTER_NODES }, {
     role: options,

@@ -128,7 +128,7 @@ async function main(): Promise<number> {
   while (!stopped) {
     const at = new Date();
     try {
-      const overview = await readOverview(redis, keys, { now: at.getTime() });
+      const overview = await readOverview(redis, { keys, now: at.getTime() });
       const current = snapshotOf(overview, at.getTime());
       const view = { at, rates: previous && rates(previous, current) };
       previous = current;

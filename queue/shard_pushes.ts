@@ -1,0 +1,192 @@
+/**
+ * The pushes of one shard: the API's side of the queue (`redis_queue.ts`
+ * states the delivery contract they keep). Each push is one script that
+ * pushes the users and marks them queued in the status index, does nothing
+ * once past its deadline (`enqueueWithinMs`), and is followed by `WAIT`
+ * when replicas must confirm it (`confirmed_write.ts`).
+ *
+ * @module
+ */
+
+import { ConfirmedWrites, WriteUnconfirmedError } from "./confirmed_write.ts";
+import { encodeEnvelope, type UserEnvelope } from "./envelope.ts";
+import type { QueueKeys } from "./keys.ts";
+import type { CallOf, LuaScript } from "./lua_script.ts";
+import { IdempotencyConflictError, QueueFullError } from "./push_errors.ts";
+import { defineQueueScripts, ENQUEUE, ENQUEUE_ONCE, type RedisClient } from "./scripts.ts";
+
+/** How a queue's pushes are bounded, for one shard or every shard. */
+export interface PushOptions {
+  /**
+   * A push that Redis runs more than this many ms after `enqueue` was called
+   * does nothing and `enqueue` rejects. Set it below the client's command
+   * timeout, so a push the caller gave up on (and answered 503 for) cannot
+   * still land when a stalled Redis resumes. 0 means no deadline.
+   * @default 0
+   */
+  readonly enqueueWithinMs?: number;
+  /**
+   * Replicas that must hold each push before it counts as done (`WAIT`,
+   * REDIS_WAIT_REPLICAS); 0 waits for none. @default 0
+   */
+  readonly waitReplicas?: number;
+  /** How long each `WAIT` may take (REDIS_WAIT_TIMEOUT_MS). @default 200 */
+  readonly waitTimeoutMs?: number;
+  /**
+   * The confirmed writes of every shard on `redis`, made with the same
+   * `waitReplicas` and `waitTimeoutMs`, so that shards sharing a master share
+   * its one `WAIT` in flight (`confirmed_write.ts`). @default this shard's own
+   */
+  readonly confirmedWrites?: ConfirmedWrites;
+}
+
+/** Options of {@linkcode ShardPushes.enqueueFitting}. */
+export interface FittingOptions {
+  /** The most items the list may hold after the push. */
+  readonly maxLength: number;
+  /** When the earliest of the users asked to be queued: the deadline counts from it. @default now */
+  readonly since?: number;
+}
+
+/** Options of {@linkcode ShardPushes.enqueueOnce}. */
+export interface OnceOptions {
+  /** The client's `Idempotency-Key`. */
+  readonly key: string;
+  /** The most items the list may hold after the push. */
+  readonly maxLength: number;
+  /** How long the key's record lives from the push. */
+  readonly ttlSeconds: number;
+}
+
+/** The pushes of the shard at `keys`; `redis` may be shared by many callers. */
+export class ShardPushes {
+  readonly #enqueueWithinMs: number;
+  readonly #waitReplicas: number;
+  readonly #waitTimeoutMs: number;
+  /** The pushes, one `WAIT` in flight at a time per node (`confirmed_write.ts`). */
+  readonly #confirmedWrites: ConfirmedWrites;
+  readonly keys: QueueKeys;
+
+  constructor(
+    redis: RedisClient,
+    { keys, ...options }: PushOptions & { readonly keys: QueueKeys },
+  ) {
+    // Before any pipeline is made from it: a pipeline knows only the scripts its client had.
+    defineQueueScripts(redis);
+    this.#enqueueWithinMs = options.enqueueWithinMs ?? 0;
+    this.#waitReplicas = options.waitReplicas ?? 0;
+    this.#waitTimeoutMs = options.waitTimeoutMs ?? 200;
+    this.#confirmedWrites = options.confirmedWrites ?? new ConfirmedWrites(redis, {
+      replicas: this.#waitReplicas,
+      timeoutMs: this.#waitTimeoutMs,
+    });
+    this.keys = keys;
+  }
+
+  /** A push's script, followed by `WAIT` when replicas must confirm it (`confirmed_write.ts`). */
+  #confirmed<S extends LuaScript>(script: S, call: CallOf<S>) {
+    return this.#confirmedWrites.run(script, call);
+  }
+
+  /** The error of a push `WAIT` did not confirm on enough replicas. */
+  #unconfirmed(replicas: number, pushed: number): WriteUnconfirmedError {
+    return new WriteUnconfirmedError("push", {
+      wanted: this.#waitReplicas,
+      confirmed: replicas,
+      timeoutMs: this.#waitTimeoutMs,
+      pushed,
+    });
+  }
+
+  /**
+   * Pushes users at the left of the main list, and marks them queued in the
+   * index, unless that would take the list past `maxLength` (then it pushes
+   * none and rejects with {@linkcode QueueFullError}); resolves only after
+   * Redis acknowledged the push.
+   */
+  async enqueue(maxLength: number, ...users: readonly UserEnvelope[]): Promise<void> {
+    const pushed = await this.#push("all", { maxLength, users, since: Date.now() });
+    if (pushed < users.length) throw new QueueFullError(maxLength);
+  }
+
+  /**
+   * Queues `user` once for the client's idempotency `key`, under the key's
+   * record (see `lua/enqueue_once.lua`): the push and the record in one
+   * step. Resolves with the id the key is queued under, this user's if this
+   * call pushed it, or the one of the earlier request with the same key and
+   * name; rejects with {@linkcode IdempotencyConflictError} when that earlier
+   * request named another user, and otherwise as {@linkcode enqueue} does. The
+   * record lives `ttlSeconds` from the push.
+   */
+  async enqueueOnce(
+    user: UserEnvelope,
+    { key, maxLength, ttlSeconds }: OnceOptions,
+  ): Promise<string> {
+    const since = Date.now();
+    const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
+    const [reply, replicas] = await this.#confirmed(ENQUEUE_ONCE, {
+      keys: {
+        queue: this.keys.queue,
+        queuedIds: this.keys.queuedIds,
+        record: this.keys.idempotencyPrefix + key,
+      },
+      args: {
+        deadline,
+        maxLength,
+        payload: encodeEnvelope(user),
+        id: user.id,
+        name: user.name,
+        ttlSeconds,
+      },
+    });
+    if (reply === -2) throw this.#tooLate();
+    if (reply === 0) throw new QueueFullError(maxLength);
+    const [status, id] = reply;
+    if (status === 3) throw new IdempotencyConflictError(id);
+    if (replicas < this.#waitReplicas) {
+      const error = this.#unconfirmed(replicas, status === 1 ? 1 : 0);
+      error.queuedAs = id;
+      throw error;
+    }
+    return id;
+  }
+
+  /**
+   * Pushes as many of `users`, from the first, as fit under `maxLength`, as
+   * one atomic step, and resolves with how many that was, once Redis
+   * acknowledged it. The deadline (`enqueueWithinMs`) counts from
+   * `since`, when the earliest of them asked to be queued.
+   */
+  enqueueFitting(
+    users: readonly UserEnvelope[],
+    { maxLength, since = Date.now() }: FittingOptions,
+  ): Promise<number> {
+    return this.#push("fit", { maxLength, users, since });
+  }
+
+  /** A push Redis ran after its deadline, which did nothing (`lua/includes/past_deadline.lua`). */
+  #tooLate(): Error {
+    return new Error(
+      `Cannot enqueue as Redis ran the push too late: not within ${this.#enqueueWithinMs} ms`,
+    );
+  }
+
+  async #push(
+    mode: "all" | "fit",
+    { maxLength, users, since }: {
+      maxLength: number;
+      users: readonly UserEnvelope[];
+      since: number;
+    },
+  ): Promise<number> {
+    const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
+    const [pushed, replicas] = await this.#confirmed(ENQUEUE, {
+      keys: { queue: this.keys.queue, queuedIds: this.keys.queuedIds },
+      args: { deadline, maxLength, mode, count: users.length },
+      restArgs: [...users.map(encodeEnvelope), ...users.map((user) => user.id)],
+    });
+    if (pushed === -2) throw this.#tooLate();
+    if (pushed > 0 && replicas < this.#waitReplicas) throw this.#unconfirmed(replicas, pushed);
+    return pushed;
+  }
+}
