@@ -18,7 +18,7 @@
 
 import { type CommandResult, runCommand } from "@users-pipeline/harness/run_command";
 import { freePort } from "@users-pipeline/harness/ports";
-import { projectEnv, REPO_DIR } from "@users-pipeline/harness/services";
+import { projectEnv } from "@users-pipeline/harness/services";
 import { waitFor } from "@users-pipeline/harness/wait";
 import type { Row } from "./delivery_check.ts";
 import type { Outcome } from "./fault_load.ts";
@@ -119,8 +119,6 @@ function dockerCliEnv(): Record<string, string> {
   return env;
 }
 
-const decoder = new TextDecoder();
-
 /** A compose project of compose.yaml under its own name, publishing Traefik on `port`. */
 export class ComposeProject {
   readonly name: string;
@@ -180,37 +178,6 @@ export class ComposeProject {
    */
   stack(args: readonly string[]): Promise<CommandResult> {
     return runCommand("./stack", args, { env: this.#stackEnv(), clearEnv: true });
-  }
-
-  /**
-   * The first line `./stack <args>` prints, for a command that goes on printing (`stats`): the
-   * pipe is then closed, as `./stack stats | head -n 1` closes it, and this resolves once the
-   * script has exited.
-   */
-  async stackLine(args: readonly string[]): Promise<string> {
-    const child = new Deno.Command("./stack", {
-      args: [...args],
-      cwd: REPO_DIR,
-      clearEnv: true,
-      env: this.#stackEnv(),
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const stderr = new Response(child.stderr).text();
-    const reader = child.stdout.getReader();
-    let text = "";
-    while (!text.includes("\n")) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += decoder.decode(value, { stream: true });
-    }
-    await reader.cancel();
-    await child.status;
-    const line = text.split("\n")[0] ?? "";
-    if (line === "") throw new Error(`./stack ${args.join(" ")} printed nothing:\n${await stderr}`);
-    await stderr;
-    return line;
   }
 
   #stackEnv(): Record<string, string> {

@@ -120,25 +120,16 @@ export interface TargetPlan {
   readonly nodes: number;
 }
 
-/** The rate one unit of each tier takes at the utilisation ceiling, users/s. */
-export interface UnitRates {
-  /** One core of Traefik. */
-  readonly traefik: number;
-  /** One API replica. */
-  readonly api: number;
-  /** One Redis shard. */
-  readonly redis: number;
-  /** One consumer. */
-  readonly consumer: number;
-  /** One core of the PostgreSQL primary. */
-  readonly postgres: number;
-}
-
 /** The whole model. */
 export interface CapacityModel {
   readonly inputs: CapacityInputs;
   readonly options: Required<CapacityOptions>;
-  readonly unitRates: UnitRates;
+  /**
+   * The rate one unit of each tier ({@linkcode TIER_UNITS}: a core of Traefik or of the
+   * PostgreSQL primary, an API replica, a Redis shard, a consumer) takes at the utilisation
+   * ceiling, users/s.
+   */
+  readonly unitRates: Readonly<Record<Tier, number>>;
   /** The rate at which one Redis shard (QUEUE_SHARDS=1) is full. */
   readonly oneShardLimit: number;
   /** The rate at which one PostgreSQL primary is full: its cores or its WAL. */
@@ -208,7 +199,7 @@ export function capacityModel(
   }
   const { micros } = inputs;
   const perUnit = (us: number) => 1e6 * o.utilisation / us;
-  const unitRates: UnitRates = {
+  const unitRates: Record<Tier, number> = {
     traefik: perUnit(micros.traefik),
     api: perUnit(micros.api),
     redis: perUnit(micros.redis),

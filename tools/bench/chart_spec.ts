@@ -32,24 +32,18 @@ export function ratioRows(results: BenchResults): RatioRow[] {
   const rows: RatioRow[] = [];
   const ingest = results.ingest;
   if (ingest) {
-    rows.push({
-      phase: "Ingest",
-      label: "ingest: our API",
-      ratio: ingest.queueRatio,
-      target: INGEST_SHARE_MIN,
-    });
-    // The course's producer on the same scale, for comparison; no tick, as its target is on CPU.
-    rows.push({
-      phase: "Ingest",
-      label: "ingest: course's producer",
-      ratio: shareOfFloor(ingest, "course"),
-    });
-    rows.push({
-      phase: "Ingest",
-      label: "ingest: our app without Redis (diagnostic)",
-      ratio: shareOfFloor(ingest, "no_redis"),
-    });
-    rows.push({ phase: "Ingest", label: "ingest: direct mode", ratio: ingest.directRatio });
+    const phase = "Ingest";
+    rows.push(
+      { phase, label: "ingest: our API", ratio: ingest.queueRatio, target: INGEST_SHARE_MIN },
+      // The course's producer on the same scale, for comparison; no tick, as its target is on CPU.
+      { phase, label: "ingest: course's producer", ratio: shareOfFloor(ingest, "course") },
+      {
+        phase,
+        label: "ingest: our app without Redis (diagnostic)",
+        ratio: shareOfFloor(ingest, "no_redis"),
+      },
+      { phase, label: "ingest: direct mode", ratio: ingest.directRatio },
+    );
   }
   const traefik = results.traefik;
   if (traefik) {
@@ -82,6 +76,12 @@ export function ratioRows(results: BenchResults): RatioRow[] {
 }
 
 const WIDTH = 520;
+const OFFERED = {
+  field: "offered",
+  type: "quantitative",
+  title: "offered req/s",
+  axis: { format: ",d" },
+};
 const LABEL = {
   field: "label",
   type: "nominal",
@@ -160,12 +160,7 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
       height: 180,
       mark: { type: "line", point: true },
       encoding: {
-        x: {
-          field: "offered",
-          type: "quantitative",
-          title: "offered req/s",
-          axis: { format: ",d" },
-        },
+        x: OFFERED,
         y: { field: "perSecond", type: "quantitative", title: "per second" },
         color: { field: "series", type: "nominal", title: null },
         strokeDash: { field: "series", type: "nominal", legend: null },
@@ -185,12 +180,7 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
           data: { values: latency },
           mark: { type: "line", point: true },
           encoding: {
-            x: {
-              field: "offered",
-              type: "quantitative",
-              title: "offered req/s",
-              axis: { format: ",d" },
-            },
+            x: OFFERED,
             y: { field: "ms", type: "quantitative", scale: { type: "log" }, title: "ms (log)" },
             color: { field: "series", type: "nominal", title: null },
           },

@@ -159,21 +159,13 @@ interface Server {
   readonly queueName: string;
 }
 
-/** The command that starts `target`. */
-function commandOf(target: IngestTarget): string {
-  switch (target) {
-    case "floor":
-      return HTTP_FLOOR_COMMAND;
-    case "no_redis":
-      return REFERENCE_SERVER_COMMAND;
-    case "course":
-      return COURSE_PRODUCER_COMMAND;
-    case "direct":
-      return DIRECT_SERVER_COMMAND;
-    default:
-      return taskCommand("server");
-  }
-}
+/** The commands that start each target but our API (the `server` task). */
+const COMMANDS: Readonly<Record<Exclude<IngestTarget, "queue">, string>> = {
+  floor: HTTP_FLOOR_COMMAND,
+  no_redis: REFERENCE_SERVER_COMMAND,
+  course: COURSE_PRODUCER_COMMAND,
+  direct: DIRECT_SERVER_COMMAND,
+};
 
 async function startServer(
   services: BenchServices,
@@ -182,7 +174,8 @@ async function startServer(
 ): Promise<Server> {
   // The course's list is a constant in its code; every other server gets a list of its own.
   const queueName = target === "course" ? COURSE_QUEUE_NAME : freshQueueName(`ingest_${target}`);
-  const process = await startApi(`api-${target}`, commandOf(target), {
+  const command = target === "queue" ? taskCommand("server") : COMMANDS[target];
+  const process = await startApi(`api-${target}`, command, {
     env: services.serviceEnv({
       QUEUE_NAME: queueName,
       QUEUE_MAX_LENGTH: "100000000",

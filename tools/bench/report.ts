@@ -8,7 +8,7 @@
 
 import { type Check, checkResults } from "./checks.ts";
 import type { ProfileSummary } from "./cpu_profile.ts";
-import { drainLabel, type DrainRun, FLOOR_BATCH } from "./drain.ts";
+import { drainLabel, type DrainRun, FLOOR_BATCH, type FloorRun } from "./drain.ts";
 import { rssWhenDone } from "./growth.ts";
 import {
   apiAndRedisMicrosPerRequest,
@@ -61,6 +61,18 @@ export function markdownTable(
   return [line(header), `| ${rule.join(" | ")} |`, ...rows.map(line)].join("\n");
 }
 
+/** A column of {@linkcode columnsTable}: its header, a row's cell, its alignment. */
+type Column<R> = readonly [header: string, cell: (row: R) => string | number, align?: Align];
+
+/** A Markdown table of `rows`, one cell per column; columns are right-aligned unless told. */
+function columnsTable<R>(rows: readonly R[], columns: readonly Column<R>[]): string {
+  return markdownTable(
+    columns.map(([header]) => header),
+    rows.map((row) => columns.map(([, cell]) => cell(row))),
+    columns.map(([, , align = "right"]) => align),
+  );
+}
+
 const pct = (ratio: number) => `${(ratio * 100).toFixed(0)}%`;
 const ms = (value: number) => value.toFixed(value < 10 ? 2 : 1);
 const cores = (value: number) => value.toFixed(2);
@@ -90,21 +102,17 @@ function targetsSection(verdicts: readonly TargetVerdict[]): string {
   );
 }
 
-/** A target's name in the tables. */
-export function ingestLabel(target: IngestTarget): string {
-  switch (target) {
-    case "floor":
-      return "the HTTP floor (`http_floor.ts`: Deno.serve + Hono, 202 after reading the body, nothing else)";
-    case "queue":
-      return "**API, queue mode**";
-    case "no_redis":
-      return "diagnostic, not a floor: the API's app without Redis (`reference_server.ts`: metrics, validation, id; `accept` does nothing)";
-    case "course":
-      return "the course's producer (`course_producer.ts`: LPUSH, nothing else)";
-    case "direct":
-      return "the API's app, direct mode (`direct_server.ts`, the course's first version: an INSERT per request)";
-  }
-}
+/** Each ingest target's name in the tables. */
+const INGEST_LABELS: Readonly<Record<IngestTarget, string>> = {
+  floor:
+    "the HTTP floor (`http_floor.ts`: Deno.serve + Hono, 202 after reading the body, nothing else)",
+  queue: "**API, queue mode**",
+  no_redis:
+    "diagnostic, not a floor: the API's app without Redis (`reference_server.ts`: metrics, validation, id; `accept` does nothing)",
+  course: "the course's producer (`course_producer.ts`: LPUSH, nothing else)",
+  direct:
+    "the API's app, direct mode (`direct_server.ts`, the course's first version: an INSERT per request)",
+};
 
 /**
  * The comparison with the course: queue mode against the course's producer,
@@ -149,23 +157,9 @@ function ingestSection(results: BenchResults): string {
   const ingest = results.ingest!;
   const { plan } = ingest;
   const floor = median(ingest.runs.floor.map((r) => r.requestsPerSecond));
-  const targets = INGEST_TARGETS.map((target) => ({ target, runs: ingest.runs[target] }));
-  const rows = targets.map(({ target, runs }) => {
-    const run = medianRun(runs);
-    const errors = runs.reduce((sum, r) => sum + r.requests - r.accepted, 0);
-    return [
-      ingestLabel(target),
-      formatCount(median(runs.map((r) => r.requestsPerSecond))),
-      pct(shareOfFloor(ingest, target)),
-      ms(run.latencyMs.p50),
-      ms(run.latencyMs.p99),
-      errors,
-      cpuMicrosPerRequest(runs, "serverCores").toFixed(1),
-      cpuMicrosPerRequest(runs, "redisCores").toFixed(1),
-      cores(run.serverCores),
-      cores(run.redisCores),
-      cores(run.postgresCores),
-    ];
+  const targets = INGEST_TARGETS.map((target) => {
+    const runs = ingest.runs[target];
+    return { target, runs, run: medianRun(runs) };
   });
   const others = targets.filter(({ target }) => target !== "floor");
   const rounds = ingest.runs.floor.map((ref, i) => [
@@ -184,23 +178,19 @@ function ingestSection(results: BenchResults): string {
   const lines = [
     `One API process on a free loopback port; ${ingest.generator} in closed loop, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of unmeasured warm-up; the ${targets.length} servers take turns, ${plan.rounds} round(s). Figures are medians over the rounds; the ratio is the median of the per-round ratios (each round's runs are seconds apart, so drift cancels).`,
     "",
-    markdownTable(
-      [
-        "Server",
-        "req/s",
-        "of the HTTP floor",
-        "p50 ms",
-        "p99 ms",
-        "non-202",
-        "server CPU µs/request",
-        "redis CPU µs/request",
-        "server cores",
-        "redis cores",
-        "postgres cores",
-      ],
-      rows,
-      ["left", ...Array<Align>(10).fill("right")],
-    ),
+    columnsTable(targets, [
+      ["Server", ({ target }) => INGEST_LABELS[target], "left"],
+      ["req/s", ({ runs }) => formatCount(median(runs.map((r) => r.requestsPerSecond)))],
+      ["of the HTTP floor", ({ target }) => pct(shareOfFloor(ingest, target))],
+      ["p50 ms", ({ run }) => ms(run.latencyMs.p50)],
+      ["p99 ms", ({ run }) => ms(run.latencyMs.p99)],
+      ["non-202", ({ runs }) => runs.reduce((sum, r) => sum + r.requests - r.accepted, 0)],
+      ["server CPU µs/request", ({ runs }) => cpuMicrosPerRequest(runs, "serverCores").toFixed(1)],
+      ["redis CPU µs/request", ({ runs }) => cpuMicrosPerRequest(runs, "redisCores").toFixed(1)],
+      ["server cores", ({ run }) => cores(run.serverCores)],
+      ["redis cores", ({ run }) => cores(run.redisCores)],
+      ["postgres cores", ({ run }) => cores(run.postgresCores)],
+    ]),
     "",
     markdownTable(
       [
@@ -255,21 +245,16 @@ function traefikSection(results: BenchResults): string {
   const { plan } = t;
   const micros = (runs: readonly FrontRun[], part: (typeof FRONT_PARTS)[number]) =>
     frontMicrosPerRequest(runs, part);
-  const rows = FRONT_TARGETS.map((target) => {
+  const setups = FRONT_TARGETS.map((target) => {
     const runs = t.runs[target];
-    const run = medianRun(runs);
-    const stack = micros(runs, "traefik") + micros(runs, "api") + micros(runs, "redis");
-    return [
-      frontLabel(target, plan.replicas),
-      formatCount(median(runs.map((r) => r.requestsPerSecond))),
-      pct(target === "ceiling" ? 1 : pairedRatio(runs, t.runs.ceiling)),
-      ms(run.latencyMs.p50),
-      ms(run.latencyMs.p99),
-      runs.reduce((sum, r) => sum + r.requests - r.accepted, 0),
-      ...FRONT_PARTS.map((part) => micros(runs, part).toFixed(1)),
-      stack.toFixed(1),
-    ];
+    return { target, runs, run: medianRun(runs) };
   });
+  const partNames: Record<(typeof FRONT_PARTS)[number], string> = {
+    generator: "oha",
+    traefik: "Traefik",
+    api: "API",
+    redis: "Redis",
+  };
   const rounds = t.runs.ceiling.map((ceiling, i) => [
     i + 1,
     formatCount(ceiling.requestsPerSecond),
@@ -283,23 +268,26 @@ function traefikSection(results: BenchResults): string {
   return [
     `Each setup behind a Traefik of its own, configured as the native stack's (traefik/traefik.yml, the file-provider route with its /readyz health check); oha in closed loop (${plan.connections} connections, each request sent when the previous answer came back), ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up; the setups take turns, ${plan.rounds} round(s). The ceiling is what Traefik passes to the HTTP floor (\`http_floor.ts\`: 202 after reading the body, nothing else): every other setup is read as a share of it, and the end-to-end ladder climbs to it. CPU µs per request is each process's CPU time over the requests answered (the median over the rounds); "Traefik + API + Redis" is what one user costs on the way in.`,
     "",
-    markdownTable(
+    columnsTable(setups, [
+      ["Setup", ({ target }) => frontLabel(target, plan.replicas), "left"],
+      ["req/s", ({ runs }) => formatCount(median(runs.map((r) => r.requestsPerSecond)))],
       [
-        "Setup",
-        "req/s",
         "of ceiling",
-        "p50 ms",
-        "p99 ms",
-        "non-202",
-        "oha µs/req",
-        "Traefik µs/req",
-        "API µs/req",
-        "Redis µs/req",
-        "Traefik + API + Redis µs/req",
+        ({ target, runs }) => pct(target === "ceiling" ? 1 : pairedRatio(runs, t.runs.ceiling)),
       ],
-      rows,
-      ["left", ...Array<Align>(10).fill("right")],
-    ),
+      ["p50 ms", ({ run }) => ms(run.latencyMs.p50)],
+      ["p99 ms", ({ run }) => ms(run.latencyMs.p99)],
+      ["non-202", ({ runs }) => runs.reduce((sum, r) => sum + r.requests - r.accepted, 0)],
+      ...FRONT_PARTS.map((part): Column<(typeof setups)[number]> => [
+        `${partNames[part]} µs/req`,
+        ({ runs }) => micros(runs, part).toFixed(1),
+      ]),
+      [
+        "Traefik + API + Redis µs/req",
+        ({ runs }) =>
+          (micros(runs, "traefik") + micros(runs, "api") + micros(runs, "redis")).toFixed(1),
+      ],
+    ]),
     "",
     markdownTable(
       ["Round", "ceiling req/s", "our API req/s", "course req/s", "ours / course"],
@@ -441,35 +429,22 @@ function capacitySection(results: BenchResults): string | undefined {
         } users/s, before one Redis shard at ${formatRate(model.oneShardLimit)} users/s.`
     }`,
     "",
-    markdownTable(
+    columnsTable(model.targets, [
+      ["users/s", (t) => formatRate(t.rate)],
+      ["Traefik cores", (t) => formatRate(t.cores.traefik)],
+      ["API replicas", (t) => t.apiReplicas],
       [
-        "users/s",
-        "Traefik cores",
-        "API replicas",
         "QUEUE_SHARDS (CPU, memory)",
-        "consumers",
-        "PostgreSQL cores",
-        "WAL MiB/s",
-        "PostgreSQL primaries",
-        "all cores",
-        `${o.nodeCores}-core nodes (all but PostgreSQL)`,
-        `Redis backlog of ${o.backlogSeconds} s`,
+        (t) => `${t.shards} (${t.shardsForCpu}, ${t.shardsForMemory})`,
       ],
-      model.targets.map((t) => [
-        formatRate(t.rate),
-        formatRate(t.cores.traefik),
-        t.apiReplicas,
-        `${t.shards} (${t.shardsForCpu}, ${t.shardsForMemory})`,
-        t.consumers,
-        formatRate(t.cores.postgres),
-        formatRate(t.walBytesPerSecond / 2 ** 20),
-        t.postgresPrimaries,
-        formatRate(t.totalCores),
-        t.nodes,
-        formatBytes(t.backlogBytes),
-      ]),
-      Array(11).fill("right"),
-    ),
+      ["consumers", (t) => t.consumers],
+      ["PostgreSQL cores", (t) => formatRate(t.cores.postgres)],
+      ["WAL MiB/s", (t) => formatRate(t.walBytesPerSecond / 2 ** 20)],
+      ["PostgreSQL primaries", (t) => t.postgresPrimaries],
+      ["all cores", (t) => formatRate(t.totalCores)],
+      [`${o.nodeCores}-core nodes (all but PostgreSQL)`, (t) => t.nodes],
+      [`Redis backlog of ${o.backlogSeconds} s`, (t) => formatBytes(t.backlogBytes)],
+    ]),
     "",
     `Throughput (users/s) by units of each tier, linear until a unit is full; PostgreSQL's cores stop adding once its one primary is full (${o.maxPrimaryCores} cores, or ${
       formatBytes(o.primaryWalBytesPerSecond)
@@ -498,32 +473,17 @@ function drainSection(results: BenchResults): string {
   const drain = results.drain!;
   const floor = drain.floorRowsPerSecond;
   const single = drain.single.rowsPerSecond;
-  const row = (run: DrainRun) => [
-    drainLabel(run),
-    formatCount(run.users),
-    run.seconds.toFixed(2),
-    formatCount(run.rowsPerSecond),
-    pct(run.rowsPerSecond / floor),
-    run.mode === "single"
-      ? "1×"
-      : `${(run.rowsPerSecond / single).toFixed(run.mode === "course" ? 2 : 0)}×`,
-    cores(run.consumerCores),
-    cores(run.postgresCores),
-    cores(run.redisCores),
-    (run.consumerCores / run.rowsPerSecond * 1e6).toFixed(1),
-    (run.postgresCores / run.rowsPerSecond * 1e6).toFixed(1),
-    (run.redisCores / run.rowsPerSecond * 1e6).toFixed(1),
-    run.redisBytesPerUser.toFixed(0),
-    run.peakRssMiB.toFixed(0),
+  type Row = (FloorRun | DrainRun) & { readonly label: string };
+  const rows: Row[] = [
+    ...drain.floors.map((r, i) => ({
+      ...r,
+      label: i === 0 ? "drain floor (before)" : "drain floor (after)",
+    })),
+    ...[drain.single, drain.course, ...drain.batch].map((r) => ({ ...r, label: drainLabel(r) })),
   ];
-  const floors = drain.floors.map((r, i) => [
-    i === 0 ? "drain floor (before)" : "drain floor (after)",
-    formatCount(r.users),
-    r.seconds.toFixed(2),
-    formatCount(r.rowsPerSecond),
-    pct(r.rowsPerSecond / floor),
-    ...Array<string>(9).fill(""),
-  ]);
+  // A consumers' figure: blank for the floors, which run none.
+  const ofDrain = (cell: (run: DrainRun) => string) => (row: Row) => "mode" in row ? cell(row) : "";
+  const perRow = (used: number, run: DrainRun) => (used / run.rowsPerSecond * 1e6).toFixed(1);
   return [
     `Each drain: the table truncated, the consumers started (\`deno.json\`'s consumer task with \`CONSUMER_MODE\`/\`BATCH_SIZE\`) and warmed up on a few thousand users (connected, statement prepared, code compiled), the table checkpointed, then ${
       formatCount(drain.plan.users)
@@ -535,31 +495,29 @@ function drainSection(results: BenchResults): string {
       drain.floors[0]?.overlap ?? 2
     } connections) and a consumer's overlap (the next statement sent while the previous one runs, each on its own warmed-up connection), before and after the consumers' runs; their mean is the 100%. Cores are CPU time during the drain over its length, for the consumers, all of PostgreSQL's processes and Redis.`,
     "",
-    markdownTable(
+    columnsTable(rows, [
+      ["Setup", (r) => r.label, "left"],
+      ["users", (r) => formatCount(r.users)],
+      ["seconds", (r) => r.seconds.toFixed(2)],
+      ["rows/s", (r) => formatCount(r.rowsPerSecond)],
+      ["of the drain floor", (r) => pct(r.rowsPerSecond / floor)],
       [
-        "Setup",
-        "users",
-        "seconds",
-        "rows/s",
-        "of the drain floor",
         "of single",
-        "consumer cores",
-        "postgres cores",
-        "redis cores",
-        "consumer µs/row",
-        "postgres µs/row",
-        "redis µs/row",
-        "redis B/user",
-        "peak RSS MiB",
+        ofDrain((run) =>
+          run.mode === "single"
+            ? "1×"
+            : `${(run.rowsPerSecond / single).toFixed(run.mode === "course" ? 2 : 0)}×`
+        ),
       ],
-      [
-        ...floors,
-        row(drain.single),
-        row(drain.course),
-        ...drain.batch.map(row),
-      ],
-      ["left", ...Array<Align>(13).fill("right")],
-    ),
+      ["consumer cores", ofDrain((run) => cores(run.consumerCores))],
+      ["postgres cores", ofDrain((run) => cores(run.postgresCores))],
+      ["redis cores", ofDrain((run) => cores(run.redisCores))],
+      ["consumer µs/row", ofDrain((run) => perRow(run.consumerCores, run))],
+      ["postgres µs/row", ofDrain((run) => perRow(run.postgresCores, run))],
+      ["redis µs/row", ofDrain((run) => perRow(run.redisCores, run))],
+      ["redis B/user", ofDrain((run) => run.redisBytesPerUser.toFixed(0))],
+      ["peak RSS MiB", ofDrain((run) => run.peakRssMiB.toFixed(0))],
+    ]),
     "",
     `**Against the course's consumer**: \`course_consumer.ts\`, the chapter's loop — BRPOP one item, INSERT its name into the course's own table (\`id serial, name\`), repeat; no processing list, acknowledgement, recovery or dead letters — drained the same ${
       formatCount(drain.course.users)
@@ -572,31 +530,18 @@ function drainSection(results: BenchResults): string {
 function endToEndSection(results: BenchResults): string {
   const e2e = results.endToEnd!;
   const top = e2e.runs.find((r) => r.offered === e2e.maxSustained);
-  const rows = e2e.runs.map((r) => [
-    formatCount(r.offered),
-    formatCount(r.acceptedPerSecond),
-    formatCount(r.storedPerSecond),
-    pct(r.storedPerSecond / Math.max(r.acceptedPerSecond, 1e-9)),
-    formatCount(r.maxBacklog),
-    ms(r.latencyMs.p50),
-    ms(r.latencyMs.p99),
-    ms(r.latencyMs.max),
-    r.load.dropped,
-    r.load.rejected + r.load.failed,
-    r.load.rejected === 0
-      ? "—"
-      : `Traefik ${r.refusals.traefik}, full ${r.refusals.api.full}, unavailable ${r.refusals.api.unavailable}, unconfirmed ${r.refusals.api.unconfirmed}, unexplained ${r.refusals.unexplained}`,
-    r.stored === r.load.accepted ? "all" : `${r.stored}/${r.load.accepted}`,
-    r.sustained ? "yes" : "no",
-  ]);
-  const cpuRows = e2e.runs.map((r) => [
-    formatCount(r.offered),
-    ...(["generator", "traefik", "api", "consumers", "redis", "postgres", "machine"] as const).map((
-      part,
-    ) => cores(r.cores[part])),
-  ]);
+  type Run = (typeof e2e.runs)[number];
+  const parts = [
+    ["oha", "generator"],
+    ["traefik", "traefik"],
+    ["API replicas", "api"],
+    ["consumers", "consumers"],
+    ["redis", "redis"],
+    ["postgres", "postgres"],
+  ] as const;
+  const offered: Column<Run> = ["offered req/s", (r) => formatCount(r.offered)];
   return [
-    `The native stack (\`tools/stack/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL, project.env's settings) on free loopback ports. Load: ${e2e.generator}, open model — a fixed request rate (\`-q\`) whatever the latency, \`--latency-correction\` (a request's latency counts from when it was due) — for ${e2e.plan.seconds} s per rate. The rates are ${
+    `The native stack (\`tools/harness/\`: Traefik → ${e2e.plan.servers} API replicas → Redis → ${e2e.plan.consumers} consumers → PostgreSQL, project.env's settings) on free loopback ports. Load: ${e2e.generator}, open model — a fixed request rate (\`-q\`) whatever the latency, \`--latency-correction\` (a request's latency counts from when it was due) — for ${e2e.plan.seconds} s per rate. The rates are ${
       e2e.plan.fractions.map((f) => `${f * 100}%`).join(", ")
     } of Traefik's ceiling, ${formatCount(e2e.ceiling)} req/s (${
       e2e.ceilingSource === "own run"
@@ -608,55 +553,49 @@ function endToEndSection(results: BenchResults): string {
       top ? ` (${formatCount(top.acceptedPerSecond)} accepted/s)` : ""
     }.`,
     "",
-    markdownTable(
+    columnsTable(e2e.runs, [
+      offered,
+      ["accepted/s", (r) => formatCount(r.acceptedPerSecond)],
+      ["stored/s", (r) => formatCount(r.storedPerSecond)],
+      ["stored/accepted", (r) => pct(r.storedPerSecond / Math.max(r.acceptedPerSecond, 1e-9))],
+      ["max backlog", (r) => formatCount(r.maxBacklog)],
+      ["p50 ms", (r) => ms(r.latencyMs.p50)],
+      ["p99 ms", (r) => ms(r.latencyMs.p99)],
+      ["max ms", (r) => ms(r.latencyMs.max)],
+      ["not sent", (r) => r.load.dropped],
+      ["non-202", (r) => r.load.rejected + r.load.failed],
       [
-        "offered req/s",
-        "accepted/s",
-        "stored/s",
-        "stored/accepted",
-        "max backlog",
-        "p50 ms",
-        "p99 ms",
-        "max ms",
-        "not sent",
-        "non-202",
         "503s by cause",
-        "202s stored",
-        "sustained",
+        ({ load, refusals: { traefik, api, unexplained } }) =>
+          load.rejected === 0
+            ? "—"
+            : `Traefik ${traefik}, full ${api.full}, unavailable ${api.unavailable}, unconfirmed ${api.unconfirmed}, unexplained ${unexplained}`,
+        "left",
       ],
-      rows,
-      [...Array<Align>(10).fill("right"), "left", "right", "right"],
-    ),
+      [
+        "202s stored",
+        (r) => r.stored === r.load.accepted ? "all" : `${r.stored}/${r.load.accepted}`,
+      ],
+      ["sustained", (r) => r.sustained ? "yes" : "no"],
+    ]),
     "",
     "CPU during each run, in cores (2.00 = the whole machine; `machine` includes everything else running on it):",
     "",
-    markdownTable(
-      [
-        "offered req/s",
-        "oha",
-        "traefik",
-        "API replicas",
-        "consumers",
-        "redis",
-        "postgres",
-        "machine",
-      ],
-      cpuRows,
-      Array(8).fill("right"),
-    ),
+    columnsTable(e2e.runs, [
+      offered,
+      ...parts.map(([name, part]): Column<Run> => [name, (r) => cores(r.cores[part])]),
+      ["machine", (r) => cores(r.cores.machine)],
+    ]),
     "",
     "The same as CPU µs per request accepted (each part's CPU time over the 202s of the run): what one user cost each process in the whole pipeline at that rate, next to the isolated costs the capacity model uses.",
     "",
-    markdownTable(
-      ["offered req/s", "oha", "traefik", "API replicas", "consumers", "redis", "postgres"],
-      e2e.runs.map((r) => [
-        formatCount(r.offered),
-        ...(["generator", "traefik", "api", "consumers", "redis", "postgres"] as const).map((
-          part,
-        ) => (r.cores[part] / Math.max(r.acceptedPerSecond, 1e-9) * 1e6).toFixed(1)),
+    columnsTable(e2e.runs, [
+      offered,
+      ...parts.map(([name, part]): Column<Run> => [
+        name,
+        (r) => (r.cores[part] / Math.max(r.acceptedPerSecond, 1e-9) * 1e6).toFixed(1),
       ]),
-      Array(7).fill("right"),
-    ),
+    ]),
   ].join("\n");
 }
 
@@ -671,25 +610,17 @@ function growthSection(results: BenchResults): string {
   return [
     `One consumer (batch mode, BATCH_SIZE 1000) drains each backlog in a fresh process, warmed up first as in the drain phase; RSS is the Deno process's VmRSS, sampled every 250 ms. To compare like with like, the larger drain's RSS is also read at the moment it had stored as many rows as the smaller drain in all (V8 grows its heap with the work done, whatever the backlog); the backlog itself stays in Redis.`,
     "",
-    markdownTable(
+    columnsTable([small, large], [
+      ["Backlog", (run) => formatCount(run.users)],
+      ["rows/s", (run) => formatCount(run.rowsPerSecond)],
+      ["rows/s vs smaller", (run) => pct(run.rowsPerSecond / small.rowsPerSecond)],
       [
-        "Backlog",
-        "rows/s",
-        "rows/s vs smaller",
         `RSS after ${formatCount(small.users)} rows MiB`,
-        "peak RSS MiB",
-        "RSS over 2nd half MiB",
+        (run) => rssWhenDone(run.rssSamples, small.users).toFixed(0),
       ],
-      [small, large].map((run) => [
-        formatCount(run.users),
-        formatCount(run.rowsPerSecond),
-        pct(run.rowsPerSecond / small.rowsPerSecond),
-        rssWhenDone(run.rssSamples, small.users).toFixed(0),
-        run.peakRssMiB.toFixed(0),
-        secondHalf(run),
-      ]),
-      ["right", "right", "right", "right", "right", "right"],
-    ),
+      ["peak RSS MiB", (run) => run.peakRssMiB.toFixed(0)],
+      ["RSS over 2nd half MiB", secondHalf],
+    ]),
     "",
     `API under 2× overload: one API (queue mode, QUEUE_MAX_LENGTH=${plan.overloadMaxLength}) and one single-mode consumer, which drained ${
       formatCount(overload.drainRate)
@@ -697,35 +628,19 @@ function growthSection(results: BenchResults): string {
       formatCount(overload.offeredRate)
     } req/s (open model), for ${plan.overloadSeconds} s. RSS sampled every 500 ms.`,
     "",
-    markdownTable(
-      [
-        "offered/s",
-        "accepted/s",
-        "503/s",
-        "failed",
-        "stored/accepted",
-        "not sent",
-        "p99 ms",
-        "max backlog",
-        "RSS 2nd quarter MiB",
-        "RSS last quarter MiB",
-        "peak MiB",
-      ],
-      [[
-        formatCount(overload.offeredRate),
-        formatCount(load.accepted / load.seconds),
-        formatCount(load.rejected / load.seconds),
-        load.failed,
-        `${overload.stored}/${load.accepted}`,
-        load.dropped,
-        ms(load.latencyMs.p99),
-        `${formatCount(overload.maxBacklog)} / ${formatCount(overload.maxLength)}`,
-        overload.earlyRssMiB.toFixed(0),
-        overload.lateRssMiB.toFixed(0),
-        overload.peakRssMiB.toFixed(0),
-      ]],
-      Array(11).fill("right"),
-    ),
+    columnsTable([overload], [
+      ["offered/s", (o) => formatCount(o.offeredRate)],
+      ["accepted/s", () => formatCount(load.accepted / load.seconds)],
+      ["503/s", () => formatCount(load.rejected / load.seconds)],
+      ["failed", () => load.failed],
+      ["stored/accepted", (o) => `${o.stored}/${load.accepted}`],
+      ["not sent", () => load.dropped],
+      ["p99 ms", () => ms(load.latencyMs.p99)],
+      ["max backlog", (o) => `${formatCount(o.maxBacklog)} / ${formatCount(o.maxLength)}`],
+      ["RSS 2nd quarter MiB", (o) => o.earlyRssMiB.toFixed(0)],
+      ["RSS last quarter MiB", (o) => o.lateRssMiB.toFixed(0)],
+      ["peak MiB", (o) => o.peakRssMiB.toFixed(0)],
+    ]),
   ].join("\n");
 }
 

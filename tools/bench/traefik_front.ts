@@ -3,7 +3,7 @@
  * floor, our API replicas, the course's producer), configured exactly as
  * the native stack configures its own: the static configuration derived from
  * traefik/traefik.yml and the file-provider route with its health check on
- * `/readyz` (tools/stack/traefik_config.ts). Measuring every server behind
+ * `/readyz` (tools/harness/traefik_config.ts). Measuring every server behind
  * the same Traefik, and the HTTP floor behind it as Traefik's own ceiling,
  * makes the comparisons with the course and the ceiling like with like.
  *
@@ -44,16 +44,7 @@ export async function startTraefikFront(
   await Deno.mkdir(dynamicDir);
   const port = freePort();
   const source = parse(await Deno.readTextFile(`${REPO_DIR}/traefik/traefik.yml`));
-  const config = nativeStaticConfig(source, {
-    address: `127.0.0.1:${port}`,
-    dynamicDir,
-  });
-  // Its other entry points (none today) would listen on their fixed ports and clash between
-  // the fronts the benchmark runs side by side; only `web` is measured.
-  const entryPoints = config.entryPoints as Record<string, unknown>;
-  for (const other of Object.keys(entryPoints).filter((e) => e !== "web")) {
-    delete entryPoints[other];
-  }
+  const config = nativeStaticConfig(source, { address: `127.0.0.1:${port}`, dynamicDir });
   await Deno.writeTextFile(`${dir}/traefik.yml`, stringify(config));
   await Deno.writeTextFile(`${dynamicDir}/routes.yml`, stringify(routesConfig(servers)));
   const output = new OutputBuffer();

@@ -307,7 +307,6 @@ export class PostgresServer implements AsyncDisposable {
         output: this.#options.output,
         log: this.#options.log,
         restart: this.#options.restart,
-        onStart: this.#options.onStart,
       });
     }
     await this.#initialise();

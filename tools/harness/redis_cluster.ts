@@ -1,5 +1,5 @@
 /**
- * A real Redis Cluster on loopback for the tests of issue #11: masters and their replicas as
+ * A real Redis Cluster on loopback for the cluster tests: masters and their replicas as
  * redis-server processes, joined by `redis-cli --cluster create`, ready once every node says
  * `cluster_state:ok`, agrees on who serves which slot and every replica holds its master's
  * latest write. It answers the questions a failover test asks (which master serves a key, which
@@ -8,8 +8,8 @@
  *
  * Each node runs the repo's `redis/redis.conf` (AOF, noeviction…) through an `include`, plus the
  * cluster settings, in a config file of its own: {@linkcode RedisServer} overrides only the port,
- * bind address and data dir. The nodes' data lives in `/dev/shm` when the machine has it, as the
- * other test servers' does (see `services.ts`). The cluster is talked to with `redis-cli`, which
+ * bind address and data dir. The nodes' data lives where the other test servers' does
+ * ({@linkcode serviceDirRoot}). The cluster is talked to with `redis-cli`, which
  * comes with redis-server: a fresh connection per question, so a node that was just killed
  * cannot leave a client of ours stuck reconnecting. Needs redis-server 7.0 or later
  * (`cluster-port`), which `./stack`'s install_tools.sh installs (Debian 12's 7.0).
@@ -21,6 +21,7 @@ import { RedisServer } from "./redis_server.ts";
 import { OutputBuffer } from "./line_output.ts";
 import { freePorts } from "./ports.ts";
 import { REPO_DIR, useStackTools } from "./repo.ts";
+import { serviceDirRoot } from "./services.ts";
 import { delay, waitFor } from "./wait.ts";
 
 /** The number of hash slots of every Redis Cluster. */
@@ -232,15 +233,6 @@ async function runRedisCli(
   return out;
 }
 
-/** Where the nodes keep their data: memory when the machine has it (see `services.ts`). */
-function dataRoot(): string | undefined {
-  try {
-    return Deno.statSync("/dev/shm").isDirectory ? "/dev/shm" : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** A Redis Cluster of redis-server processes on loopback; see the module doc. */
 export class RedisCluster implements AsyncDisposable {
   /** Every node, masters and replicas, in the order they were created. */
@@ -282,7 +274,10 @@ export class RedisCluster implements AsyncDisposable {
       ? `${REPO_DIR}/redis/redis.conf`
       : options.configFile ?? undefined;
     const count = masters * (1 + replicasPerMaster);
-    const dir = await Deno.makeTempDir({ prefix: `redis-cluster-${Deno.pid}-`, dir: dataRoot() });
+    const dir = await Deno.makeTempDir({
+      prefix: `redis-cluster-${Deno.pid}-`,
+      dir: serviceDirRoot(),
+    });
     const output = new OutputBuffer();
     const ports = freePorts(2 * count);
     const nodes: ClusterNode[] = [];

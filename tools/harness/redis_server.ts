@@ -111,7 +111,6 @@ export class RedisServer implements AsyncDisposable {
       output: options.output,
       log: options.log,
       restart: options.restart,
-      onStart: options.onStart,
     });
   }
 

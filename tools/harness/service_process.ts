@@ -39,8 +39,6 @@ export interface ServiceProcessOptions {
   log?: (message: string) => void;
   /** @default "no" */
   restart?: RestartPolicy;
-  /** Called with the new pid after every start, restarts included. */
-  onStart?: (pid: number) => void;
 }
 
 /**
@@ -48,7 +46,7 @@ export interface ServiceProcessOptions {
  * PostgreSQL) passes through to it; `name` defaults to the server's kind.
  */
 export type SupervisedOptions = Partial<
-  Pick<ServiceProcessOptions, "name" | "output" | "log" | "restart" | "onStart">
+  Pick<ServiceProcessOptions, "name" | "output" | "log" | "restart">
 >;
 
 /** Options of {@linkcode ServiceProcess.stop}. */
@@ -123,11 +121,6 @@ export class ServiceProcess {
   /** Whether a process is running now (a frozen one counts). */
   get running(): boolean {
     return this.#child !== undefined;
-  }
-
-  /** Whether {@linkcode stop} was called since the last {@linkcode start}. */
-  get stopRequested(): boolean {
-    return this.#stopRequested;
   }
 
   /** The exit status of the last process that ended. */
@@ -256,7 +249,6 @@ export class ServiceProcess {
       this.#afterExit(status);
       return status;
     });
-    options.onStart?.(child.pid);
     return child.pid;
   }
 

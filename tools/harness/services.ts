@@ -30,7 +30,7 @@ export { OutputBuffer, projectEnv, REPO_DIR, useStackTools };
  * of milliseconds, and Redis, whose append-only file is flushed every second, then holds its
  * writes back, which the fault tests would see as an outage nobody caused.
  */
-function serviceDirRoot(): string | undefined {
+export function serviceDirRoot(): string | undefined {
   try {
     return Deno.statSync("/dev/shm").isDirectory ? "/dev/shm" : undefined;
   } catch {
@@ -206,8 +206,6 @@ export interface TestStack extends AsyncDisposable {
   readonly stack: NativeStack;
   /** Every process's output so far. */
   readonly output: OutputBuffer;
-  /** Its state dir (a temp dir). */
-  readonly stateDir: string;
   /** Stops the stack if running and removes its state dir. */
   close(): Promise<void>;
 }
@@ -252,7 +250,7 @@ export async function startTestStack(options: StartTestStackOptions = {}): Promi
     stopTimeoutMs: options.stopTimeoutMs,
   });
   const { close } = await startInDir(stateDir, output, () => stack.start(), () => stack.stop());
-  return { stack, output, stateDir, close, [Symbol.asyncDispose]: close };
+  return { stack, output, close, [Symbol.asyncDispose]: close };
 }
 
 /** Runs `test` and, if it fails, shows the stack's last output lines with the error. */

@@ -20,9 +20,9 @@
 import { parse, stringify } from "yaml";
 import { consoleSink, type LineSink } from "./line_output.ts";
 import { freePorts, isPortFree } from "./ports.ts";
-import { ServiceProcess, signalGroup } from "./service_process.ts";
+import { ServiceProcess } from "./service_process.ts";
 import { waitForHttp } from "./wait.ts";
-import { PostgresServer, serverUser, userCanSearch } from "./postgres_server.ts";
+import { PostgresServer } from "./postgres_server.ts";
 import { nativePrometheusConfig, targetGroups, targetsFile } from "./prometheus_config.ts";
 import { RedisServer } from "./redis_server.ts";
 import {
@@ -48,14 +48,17 @@ export interface StackPorts {
   prometheus?: number;
 }
 
-/** Options of {@linkcode startStack}. */
+/** Options of {@linkcode NativeStack}. */
 export interface StackOptions {
   /**
    * The repo root: deno.json, project.env, redis/redis.conf, traefik/traefik.yml,
    * prometheus/prometheus.yml.
    */
   repoDir: string;
-  /** Where the data, the generated Traefik and Prometheus files and stack.json go; created if missing. */
+  /**
+   * Where the data and the generated Traefik and Prometheus files go; created if missing. Under
+   * root, PostgreSQL's system user must be able to reach it (`startTestStack` makes it so).
+   */
   stateDir: string;
   /** project.env, parsed; only hosts and ports are overridden. */
   projectEnv: Readonly<Record<string, string>>;
@@ -81,37 +84,6 @@ export interface StackExit {
   statuses: Record<string, Deno.CommandStatus | undefined>;
 }
 
-/** The contents of `<stateDir>/stack.json`, which `./stack psql|redis-cli|k6` read. */
-export interface StackState {
-  /** The supervisor's pid. */
-  pid: number;
-  /** Whether every process has started and answered once. */
-  ready: boolean;
-  repoDir: string;
-  stateDir: string;
-  http: { port: number; url: string };
-  postgres: {
-    port: number;
-    pid: number | undefined;
-    dataDir: string;
-    env: Record<string, string>;
-  };
-  redis: { port: number; pid: number | undefined; url: string; dir: string };
-  traefik: { pid: number | undefined; configFile: string };
-  /** Absent when the stack runs no Prometheus. */
-  prometheus?: { port: number; url: string; pid: number | undefined; configFile: string };
-  servers: { name: string; port: number; pid: number | undefined; restarts: number }[];
-  consumers: { name: string; port: number; pid: number | undefined; restarts: number }[];
-}
-
-/** The state file's name inside the state dir. */
-export const STATE_FILE = "stack.json";
-
-/** Ports `base`, `base + 1`, … for `count` replicas of one kind. */
-export function replicaPorts(base: number, count: number): number[] {
-  return Array.from({ length: count }, (_, index) => base + index);
-}
-
 /**
  * The environment of the API replicas, the consumers and the migration:
  * project.env with the hosts and ports pointed at the local servers (the
@@ -130,24 +102,6 @@ export function serviceEnv(
     PGPORT: String(ports.postgres),
     REDIS_URL: redis.href,
   };
-}
-
-/**
- * PostgreSQL's data dir: inside the state dir, unless the supervisor runs as
- * root and the `postgres` user it runs the server as cannot reach the state
- * dir (a clone under /root): then a dir under /var/tmp named after the state dir.
- */
-export async function postgresDataDir(stateDir: string): Promise<string> {
-  const user = await serverUser();
-  await Deno.mkdir(stateDir, { recursive: true });
-  if (user === undefined || await userCanSearch(stateDir, user)) return `${stateDir}/postgres`;
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(stateDir));
-  const hex = Array.from(
-    new Uint8Array(digest).slice(0, 6),
-    (byte) => byte.toString(16).padStart(2, "0"),
-  ).join("");
-  await Deno.mkdir("/var/tmp/users-pipeline", { recursive: true, mode: 0o755 });
-  return `/var/tmp/users-pipeline/postgres-${hex}`;
 }
 
 /**
@@ -200,7 +154,7 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
-/** A running native stack; {@linkcode startStack} creates and starts one. */
+/** A native stack; {@linkcode NativeStack.start} starts it. */
 export class NativeStack implements AsyncDisposable {
   /** The ports in use. */
   readonly ports: StackPorts;
@@ -226,12 +180,8 @@ export class NativeStack implements AsyncDisposable {
   readonly #options: StackOptions;
   readonly #output: LineSink;
   readonly #log: (message: string) => void;
-  readonly #statePath: string;
   #dataDir = "";
-  #ready = false;
   #stopping: Promise<StackExit> | undefined;
-  readonly #stopped = Promise.withResolvers<StackExit>();
-  #stateWrites: Promise<void> = Promise.resolve();
 
   /** Prepares a stack without starting it; {@linkcode start} starts it. */
   constructor(options: StackOptions) {
@@ -252,36 +202,11 @@ export class NativeStack implements AsyncDisposable {
     ];
     this.#output = options.output ?? consoleSink(Math.max(...names.map((name) => name.length)));
     this.#log = options.log ?? ((message) => this.#output("stack", message));
-    this.#statePath = `${options.stateDir}/${STATE_FILE}`;
-  }
-
-  /** Settles once a {@linkcode stop} (from anywhere) has stopped everything. */
-  get stopped(): Promise<StackExit> {
-    return this.#stopped.promise;
   }
 
   /** Whether {@linkcode stop} was called. */
   get stopping(): boolean {
     return this.#stopping !== undefined;
-  }
-
-  /** Every supervised process by name. */
-  get processes(): Map<string, ServiceProcess> {
-    let postgres: ServiceProcess | undefined;
-    try {
-      postgres = this.postgres?.process;
-    } catch {
-      // not started yet
-    }
-    const all = [
-      postgres,
-      this.redis?.process,
-      this.traefik,
-      this.prometheus,
-      ...this.servers,
-      ...this.consumers,
-    ];
-    return new Map(all.filter((process) => process !== undefined).map((p) => [p.name, p]));
   }
 
   /**
@@ -297,7 +222,6 @@ export class NativeStack implements AsyncDisposable {
       await Deno.mkdir(options.stateDir, { recursive: true });
       await this.#startDatabases(readyTimeoutMs);
       this.#checkNotStopping();
-      await this.#writeState();
       await this.#migrate();
       this.#checkNotStopping();
       this.#startReplicas();
@@ -328,8 +252,6 @@ export class NativeStack implements AsyncDisposable {
           }),
       ]);
       this.#checkNotStopping();
-      this.#ready = true;
-      await this.#writeState();
       this.#announce();
     } catch (error) {
       await this.stop();
@@ -342,18 +264,8 @@ export class NativeStack implements AsyncDisposable {
    * A second call returns the first call's promise.
    */
   stop(): Promise<StackExit> {
-    this.#stopping ??= this.#stopAll().then((exit) => {
-      this.#stopped.resolve(exit);
-      return exit;
-    });
+    this.#stopping ??= this.#stopAll();
     return this.#stopping;
-  }
-
-  /** SIGKILLs every process group at once: the second Ctrl-C. */
-  kill(): void {
-    for (const process of this.processes.values()) {
-      if (process.pid !== undefined) signalGroup(process.pid, "SIGKILL");
-    }
   }
 
   /** Stops the stack. */
@@ -367,8 +279,7 @@ export class NativeStack implements AsyncDisposable {
 
   async #startDatabases(readyTimeoutMs: number): Promise<void> {
     const { repoDir, stateDir, projectEnv } = this.#options;
-    const onStart = () => this.#scheduleStateWrite();
-    this.#dataDir = await postgresDataDir(stateDir);
+    this.#dataDir = `${stateDir}/postgres`;
     this.postgres = new PostgresServer({
       port: this.ports.postgres,
       dataDir: this.#dataDir,
@@ -379,7 +290,6 @@ export class NativeStack implements AsyncDisposable {
       output: this.#output,
       log: this.#log,
       restart: "unless-stopped",
-      onStart,
       readyTimeoutMs,
     });
     const configFile = `${repoDir}/redis/redis.conf`;
@@ -390,7 +300,6 @@ export class NativeStack implements AsyncDisposable {
       output: this.#output,
       log: this.#log,
       restart: "unless-stopped",
-      onStart,
       readyTimeoutMs,
     });
     const results = await Promise.allSettled([this.postgres.start(), this.redis.start()]);
@@ -425,7 +334,6 @@ export class NativeStack implements AsyncDisposable {
       output: this.#output,
       log: this.#log,
       restart: "unless-stopped" as const,
-      onStart: () => this.#scheduleStateWrite(),
     };
     for (const [index, port] of this.ports.api.entries()) {
       const server = new ServiceProcess({
@@ -462,7 +370,7 @@ export class NativeStack implements AsyncDisposable {
       dynamicDir: await Deno.realPath(dynamicDir),
       unavailableAddress,
     });
-    const header = (from: string) => `# Generated by tools/stack/ from ${from} on every start.\n`;
+    const header = (from: string) => `# Generated by tools/harness/ from ${from} on every start.\n`;
     const configFile = `${traefikDir}/traefik.yml`;
     await writeFileAtomically(configFile, header("traefik/traefik.yml") + stringify(config));
     // Before the routes, which name its service.
@@ -486,7 +394,6 @@ export class NativeStack implements AsyncDisposable {
       output: this.#output,
       log: this.#log,
       restart: "unless-stopped",
-      onStart: () => this.#scheduleStateWrite(),
     });
     this.traefik.start();
   }
@@ -536,7 +443,7 @@ export class NativeStack implements AsyncDisposable {
         JSON.stringify(targetGroups(ports), null, 2) + "\n",
       );
     }
-    const header = "# Generated by tools/stack/ from prometheus/prometheus.yml on every start.\n";
+    const header = "# Generated by tools/harness/ from prometheus/prometheus.yml on every start.\n";
     const configFile = `${prometheusDir}/prometheus.yml`;
     await writeFileAtomically(configFile, header + stringify(config));
     this.prometheus = new ServiceProcess({
@@ -553,84 +460,20 @@ export class NativeStack implements AsyncDisposable {
       output: this.#output,
       log: this.#log,
       restart: "unless-stopped",
-      onStart: () => this.#scheduleStateWrite(),
     });
     this.prometheus.start();
   }
 
+  /** Where everything listens, for the output a failing test shows. */
   #announce(): void {
-    const { http, postgres, redis, api, consumers } = this.ports;
-    const log = this.#log;
-    log(`ready: POST ${this.url}/users   GET ${this.url}/users/:id   GET ${this.url}/readyz`);
-    log(`API replicas on ${api.map((port) => `127.0.0.1:${port}`).join(", ")} behind Traefik`);
-    log(
-      `consumers: ${this.consumers.length}` +
-        (consumers.length > 0
-          ? `, /readyz on ${consumers.map((port) => `127.0.0.1:${port}`).join(", ")}`
-          : ""),
+    const at = (ports: readonly (number | undefined)[]) =>
+      ports.filter((port) => port !== undefined).map((port) => `127.0.0.1:${port}`).join(", ");
+    const { postgres, redis, api, consumers, prometheus } = this.ports;
+    this.#log(
+      `ready at ${this.url}: API replicas ${at(api)}, consumers ${at(consumers)}, ` +
+        `PostgreSQL ${at([postgres])} (data in ${this.#dataDir}), Redis ${at([redis])}` +
+        (prometheus === undefined ? "" : `, Prometheus ${at([prometheus])}`),
     );
-    log(`PostgreSQL on 127.0.0.1:${postgres} (./stack psql), data in ${this.#dataDir}`);
-    log(`Redis on 127.0.0.1:${redis} (./stack redis-cli)`);
-    if (this.prometheusUrl !== undefined) {
-      log(`Prometheus on ${this.prometheusUrl}, scraping every replica's /metrics`);
-    }
-    log(`load test: ./stack k6 <script>.js (BASE_URL=http://127.0.0.1:${http})`);
-    log("Ctrl-C stops everything; what is still queued stays in Redis for the next start");
-  }
-
-  #state(): StackState {
-    const { repoDir, stateDir } = this.#options;
-    return {
-      pid: Deno.pid,
-      ready: this.#ready,
-      repoDir,
-      stateDir,
-      http: { port: this.ports.http, url: this.url },
-      postgres: {
-        port: this.ports.postgres,
-        pid: this.postgres?.pid,
-        dataDir: this.#dataDir,
-        env: this.postgres?.env ?? {},
-      },
-      redis: {
-        port: this.ports.redis,
-        pid: this.redis?.pid,
-        url: this.env.REDIS_URL ?? "",
-        dir: `${stateDir}/redis`,
-      },
-      traefik: { pid: this.traefik?.pid, configFile: `${stateDir}/traefik/traefik.yml` },
-      prometheus: this.ports.prometheus === undefined ? undefined : {
-        port: this.ports.prometheus,
-        url: this.prometheusUrl ?? "",
-        pid: this.prometheus?.pid,
-        configFile: `${stateDir}/prometheus/prometheus.yml`,
-      },
-      servers: this.servers.map((server, index) => ({
-        name: server.name,
-        port: this.ports.api[index] ?? 0,
-        pid: server.pid,
-        restarts: server.restarts,
-      })),
-      consumers: this.consumers.map((consumer, index) => ({
-        name: consumer.name,
-        port: this.ports.consumers[index] ?? 0,
-        pid: consumer.pid,
-        restarts: consumer.restarts,
-      })),
-    };
-  }
-
-  /** Rewrites stack.json after a restart changed a pid; writes never overlap. */
-  #scheduleStateWrite(): void {
-    if (this.stopping) return;
-    this.#stateWrites = this.#stateWrites.then(() => this.#writeState()).catch((error) =>
-      this.#log(`could not write ${this.#statePath}: ${error}`)
-    );
-  }
-
-  async #writeState(): Promise<void> {
-    if (this.stopping) return;
-    await writeFileAtomically(this.#statePath, JSON.stringify(this.#state(), null, 2) + "\n");
   }
 
   async #stopAll(): Promise<StackExit> {
@@ -662,8 +505,6 @@ export class NativeStack implements AsyncDisposable {
     if (redis) await step("redis", () => redis.stop());
     const postgres = this.postgres;
     if (postgres) await step("postgres", () => postgres.stop("fast"));
-    await this.#stateWrites;
-    await Deno.remove(this.#statePath).catch(() => {});
     const clean = Object.values(statuses).every((status) => status?.code === 0);
     const unclean = Object.entries(statuses).filter(([, status]) => status?.code !== 0);
     this.#log(
@@ -675,11 +516,4 @@ export class NativeStack implements AsyncDisposable {
     );
     return { clean, statuses };
   }
-}
-
-/** Starts a native stack and returns it once the API answers through Traefik. */
-export async function startStack(options: StackOptions): Promise<NativeStack> {
-  const stack = new NativeStack(options);
-  await stack.start();
-  return stack;
 }

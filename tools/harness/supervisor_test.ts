@@ -1,10 +1,5 @@
 import assert from "node:assert/strict";
-import { checkPortsFree, replicaPorts, serviceEnv } from "./supervisor.ts";
-
-Deno.test("replicaPorts() numbers the replicas' ports up from the base", () => {
-  assert.deepEqual(replicaPorts(58101, 3), [58101, 58102, 58103]);
-  assert.deepEqual(replicaPorts(58101, 0), []);
-});
+import { checkPortsFree, serviceEnv } from "./supervisor.ts";
 
 Deno.test("serviceEnv() overrides only the hosts and ports of project.env", () => {
   const env = serviceEnv(

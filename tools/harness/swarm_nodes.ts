@@ -17,11 +17,8 @@
  * @module
  */
 
-import { type CommandResult, runCommand } from "./run_command.ts";
+import { runCommand } from "./run_command.ts";
 import { waitFor } from "./wait.ts";
-
-/** What a finished command printed. */
-export type RunResult = CommandResult;
 
 /** One engine of the swarm. */
 export interface SwarmNode {
@@ -57,10 +54,8 @@ const CGROUP_ROOT = "/sys/fs/cgroup";
 /** 10.213.N.0/24 for some N: private, and far from Docker's default pools (172.17+, 192.168). */
 const SUBNET_BASE = "10.213";
 
-export { runCommand };
-
 /** Runs a program and returns its stdout; throws with its output unless it exited 0. */
-export async function mustRun(program: string, args: readonly string[]): Promise<string> {
+async function mustRun(program: string, args: readonly string[]): Promise<string> {
   const result = await runCommand(program, args);
   if (result.code !== 0) {
     throw new Error(
@@ -476,15 +471,8 @@ export class SwarmNodes implements AsyncDisposable {
   }
 
   /** {@linkcode docker}, throwing with its output unless it exited 0; returns stdout. */
-  async mustDocker(node: SwarmNode, args: readonly string[]): Promise<string> {
-    const result = await this.docker(node, args);
-    if (result.code !== 0) {
-      throw new Error(
-        `docker ${args.join(" ")} on ${node.hostname} exited with code ${result.code}:\n` +
-          `${result.stdout.slice(-2_000)}\n${result.stderr.slice(-2_000)}`,
-      );
-    }
-    return result.stdout;
+  mustDocker(node: SwarmNode, args: readonly string[]): Promise<string> {
+    return mustRun("docker", ["-H", `unix://${node.socket}`, ...args]);
   }
 
   /**

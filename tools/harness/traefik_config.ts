@@ -76,10 +76,6 @@ export function nativeStaticConfig(config: unknown, options: NativeStaticOptions
 
 /** Options of {@linkcode routesConfig}. */
 export interface RoutesOptions {
-  /** The path Traefik's health check asks each replica for. @default "/readyz" */
-  healthPath?: string;
-  /** How often each replica is checked. @default "1s" */
-  healthInterval?: string;
   /**
    * The service that answers while no replica is ready ({@linkcode UNAVAILABLE_ANSWER}); the
    * replicas are then the primary of a failover to it, as compose's route is.
@@ -119,11 +115,7 @@ export function routesConfig(servers: readonly string[], options: RoutesOptions 
         server: {
           loadBalancer: {
             servers: servers.map((url) => ({ url })),
-            healthCheck: {
-              path: options.healthPath ?? "/readyz",
-              interval: options.healthInterval ?? "1s",
-              timeout: "1s",
-            },
+            healthCheck: { path: "/readyz", interval: "1s", timeout: "1s" },
           },
         },
         ...(fallback === undefined ? {} : { api: { failover: { service: "server", fallback } } }),

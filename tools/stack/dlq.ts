@@ -16,8 +16,18 @@
  */
 
 import { parseArgs } from "node:util";
-import { DEAD_LETTER_KINDS, type DeadLetterFilter, DeadLetters } from "@users-pipeline/queue";
-import { queueClient } from "./queue_client.ts";
+import type { RedisOptions } from "ioredis";
+import {
+  DEAD_LETTER_KINDS,
+  type DeadLetterFilter,
+  DeadLetters,
+  type QueueKeys,
+  queueShards,
+  type RedisClient,
+  SCRIPTS_WITH_KEY_COUNT,
+} from "@users-pipeline/queue";
+import { type Env, parseEnv, queueVars } from "@users-pipeline/runtime/config";
+import { createRedisClient } from "@users-pipeline/runtime/redis_client";
 
 const USAGE = `usage: ./stack dlq list [--offset N] [--limit N]
        ./stack dlq requeue [--reason KIND] [--id ID]...   (no filter: every dead letter)
@@ -85,10 +95,31 @@ export function parseDlqArgs(args: readonly string[]): DlqCommand {
   };
 }
 
-async function run(url: string, command: DlqCommand): Promise<void> {
-  const { redis, keys } = queueClient("dlq", Deno.env.toObject(), url, {
-    maxRetriesPerRequest: 1,
+/**
+ * A client of the queue `env` describes, read as the services read it (QUEUE_NAME, QUEUE_SHARDS,
+ * REDIS_CLUSTER_NODES), so it sees every shard: `url` for a standalone Redis, or the cluster of
+ * REDIS_CLUSTER_NODES; `redis` adds to the client's options. Throws a `TypeError` naming a bad
+ * variable.
+ */
+export function queueClient(
+  url: string,
+  { env, redis: options = {} }: { env: Env; redis?: RedisOptions },
+): { redis: RedisClient; keys: readonly QueueKeys[] } {
+  const { QUEUE_NAME, QUEUE_SHARDS, REDIS_CLUSTER_NODES } = parseEnv({
+    QUEUE_NAME: queueVars.QUEUE_NAME,
+    QUEUE_SHARDS: queueVars.QUEUE_SHARDS,
+    REDIS_CLUSTER_NODES: queueVars.REDIS_CLUSTER_NODES,
+  }, { service: "dlq", env });
+  const cluster = REDIS_CLUSTER_NODES !== "";
+  const redis = createRedisClient({ REDIS_URL: url, REDIS_CLUSTER_NODES }, {
+    role: { maxRetriesPerRequest: 1, ...options },
+    unpipelined: SCRIPTS_WITH_KEY_COUNT,
   });
+  return { redis, keys: queueShards(QUEUE_NAME, { shards: QUEUE_SHARDS, cluster }) };
+}
+
+async function run(url: string, command: DlqCommand): Promise<void> {
+  const { redis, keys } = queueClient(url, { env: Deno.env.toObject() });
   try {
     const letters = new DeadLetters(redis, keys);
     if (command.action === "list") {

@@ -1,6 +1,7 @@
 // The command itself, run against a real Redis with real dead letters: tests/integration/dead_letters_test.ts.
 import assert from "node:assert/strict";
-import { parseDlqArgs } from "./dlq.ts";
+import { Cluster, Redis } from "ioredis";
+import { parseDlqArgs, queueClient } from "./dlq.ts";
 
 const ID = "01934d5e-7b7c-7a1e-9c3f-1a2b3c4d5e6f";
 
@@ -30,4 +31,34 @@ Deno.test("parseDlqArgs() refuses a purge of everything without --all, and unkno
   assert.throws(() => parseDlqArgs(["drop"]), /list, requeue or purge/);
   assert.throws(() => parseDlqArgs(["list", "--limit", "x"]), /--limit/);
   assert.throws(() => parseDlqArgs(["list", "--force"]), TypeError);
+});
+
+Deno.test("queueClient() reaches one untagged list on a standalone Redis by default", () => {
+  const { redis, keys } = queueClient("redis://127.0.0.1:1", {
+    env: {},
+    redis: { lazyConnect: true },
+  });
+  assert.ok(redis instanceof Redis);
+  assert.deepEqual(keys.map((shard) => [shard.queue, shard.retry]), [["users", "users:retry"]]);
+});
+
+Deno.test("queueClient() reaches every shard, through a Cluster client with REDIS_CLUSTER_NODES", () => {
+  const { redis, keys } = queueClient("redis://unused:1", {
+    env: { QUEUE_SHARDS: "3", REDIS_CLUSTER_NODES: "127.0.0.1:1,127.0.0.1:2", QUEUE_NAME: "q" },
+    redis: { lazyConnect: true },
+  });
+  assert.ok(redis instanceof Cluster);
+  assert.equal(keys.length, 3);
+  for (const shard of keys) assert.equal(shard.retry, `{${shard.queue}}:retry`);
+});
+
+Deno.test("queueClient() names a bad variable", () => {
+  assert.throws(
+    () =>
+      queueClient("redis://127.0.0.1:1", {
+        env: { QUEUE_SHARDS: "0" },
+        redis: { lazyConnect: true },
+      }),
+    /^TypeError: Cannot start dlq: QUEUE_SHARDS .*current value is "0"/,
+  );
 });
