@@ -33,6 +33,12 @@
  * exactly once with the old one still dead; every push to those shards is refused with 503
  * `unconfirmed` within twice REDIS_WAIT_TIMEOUT_MS and a Redis tick each (none waits out
  * REDIS_TIMEOUT_MS into a `queue_unavailable`), and the other shards accept every push.
+ * Beside the load, a client sends each of its users with an `Idempotency-Key` of its own and
+ * retries every other answer than 202 with it, after Retry-After, giving a key up after
+ * KEYED_GIVE_UP_MS: its tries are held to the same bounds and excuses as the load's, each key
+ * that got a 202 (on a retry too) is stored exactly once under that id, only keys of the dead
+ * master's shards are given up, each stored once at most and only under an id one of its 503s
+ * named, and `GET /users/{id}` on every id a 503 named agrees with the table.
  * Each prints its accounting line (accepted, stored, lost, duplicated, unconfirmed…).
  *
  * @module
@@ -45,8 +51,10 @@ import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { type Excuse, QUEUE_UNAVAILABLE, QUEUE_UNCONFIRMED } from "../support/answer_check.ts";
 import { clusterScenario } from "../support/scenario.ts";
 import { ANSWER_MARGIN_MS } from "../support/service_env.ts";
-import { REDIS_TICK_MS } from "../support/topology.ts";
+import type { Stage } from "../support/stage.ts";
+import { type ClusterRedis, REDIS_TICK_MS } from "../support/topology.ts";
 import type { LoadGenerator, Outcome } from "../support/fault_load.ts";
+import { RetryingClient } from "../support/retrying_client.ts";
 import { refusals, seconds } from "../support/summary_phrases.ts";
 
 /** Accepted users wanted before the kill and again after the cluster is whole. */
@@ -60,6 +68,14 @@ const LAG_MS = 1_000;
 const LEARN_MS = 5_000;
 /** How long the load goes on with a master left dead, its shard's master without a replica. */
 const LEFT_DEAD_MS = 10_000;
+/** New users a second of the keyed client beside the left-dead scenario's load. */
+const KEYED_RATE = 30;
+/**
+ * How long the keyed client tries one user before it gives it up: a few tries (Retry-After is
+ * 1 s), and the scenario still ends while the old master stays dead, as its shards refuse until
+ * then.
+ */
+const KEYED_GIVE_UP_MS = 5_000;
 
 const CASES = [
   { wait: 1, shards: 1 },
@@ -227,6 +243,12 @@ for (const shards of [3, 6]) {
       await stage.consumer(env);
       await stage.consumer(env);
       const load = stage.load(apis, "left-dead", { ratePerSecond: 300, concurrency: 64 });
+      const keyed = new RetryingClient({
+        urls: apis.map((api) => api.url),
+        prefix: `left-dead-k${shards}-keyed`,
+        ratePerSecond: KEYED_RATE,
+        giveUpMs: KEYED_GIVE_UP_MS,
+      }).start();
       await accepted(load, PHASE);
       const master = await cluster.masterOf(stage.shards[0]!.queue);
       const orphaned = new Set<number>();
@@ -266,12 +288,15 @@ for (const shards of [3, 6]) {
       // nothing else.
       const leftDead = stage.fault(`${master.name} left dead`, ["unconfirmed"]);
       await delay(LEARN_MS + LEFT_DEAD_MS);
-      const outcomes = await load.stop();
+      // The keyed client's last users are tried for up to KEYED_GIVE_UP_MS more, still inside it.
+      const [outcomes, keyedUsers] = await Promise.all([load.stop(), keyed.stop()]);
       leftDead();
+      const tries = keyed.answers;
       // The old master is still dead: the consumers drain the promoted one, and every 202 (those
       // of the backlog above included) must be stored exactly once.
       const drainMs = await stage.drain();
-      const late = outcomes.filter((o) => o.sentAt >= deadFrom);
+      // The keyed client's tries are held to the same bounds as the load's requests.
+      const late = [...outcomes, ...tries].filter((o) => o.sentAt >= deadFrom);
       const inShard = (o: Outcome) =>
         o.id !== undefined && orphaned.has(shardOf(o.id, stage.shards.length));
       const lateOrphaned = late.filter(inShard);
@@ -298,9 +323,13 @@ for (const shards of [3, 6]) {
           } ` +
           `ms, bound ${boundMs} ms), ${lateOthers.length} to the others ` +
           `(${answerCounts(lateOthers)}); ${outcomes.length} sent in all ` +
-          `(${answerCounts(outcomes)}); drained ${seconds(drainMs)} after the last answer with ` +
-          `the old master still dead`,
+          `(${answerCounts(outcomes)}); keyed client: ${keyedUsers.length} keys, ` +
+          `${tries.length} tries (${answerCounts(tries)}); slowest answer ${slowest(outcomes)}, ` +
+          `of a keyed try ${slowest(tries)}; drained ${seconds(drainMs)} after ` +
+          `the last answer with the old master still dead`,
       );
+      // What was stored first, so that a run that also answers late says what it stored.
+      await settleLeftDeadKeys({ stage, keyed, orphaned });
       assert.ok(
         lateOrphaned.length > 0,
         "inconclusive: no push to the orphaned shard after the failover",
@@ -315,11 +344,25 @@ for (const shards of [3, 6]) {
       );
       const refusedElsewhere = lateOthers.filter((o) => o.kind !== "accepted");
       assert.deepEqual(sample(refusedElsewhere), [], "the other shards accept every push");
+      // Every keyed try's answer other than 202 falls in the failover's window or the one left
+      // dead, with a code they explain, and in time, as the load's do in verify() below.
+      stage.assertAnswers(tries);
+      // Every refusal that named an id, the load's and the keyed client's, settled as
+      // docs/delivery.md, "What each answer means for the client", tells a client to.
+      const settled = await stage.assertSettled(apis[0]!, [...outcomes, ...tries]);
       await stage.verify(outcomes, {
         label: `cluster K=${shards} REDIS_WAIT_REPLICAS=1, master left dead`,
         refusedMayBeStored: true,
         crashCountsMayRemain: true,
+        // The keyed client's rows, settled above: those of a 202 under its id, and at most one
+        // for a key given up.
+        injected: keyedUsers.flatMap(({ name, id }) => id === undefined ? [] : [{ name, id }]),
+        mayStore: keyedUsers.filter((user) => user.gaveUp).map((user) => user.name),
       });
+      console.log(
+        `cluster K=${shards} left dead: each 503's id settled by GET /users/{id} ` +
+          `(${settled.stored} stored, ${settled.never} never queued)`,
+      );
       assert.ok(
         !master.server.process.running,
         "the old master stayed dead through the accounting",
@@ -330,16 +373,78 @@ for (const shards of [3, 6]) {
   );
 }
 
+/**
+ * The keyed client's accounting once drained, the old master still dead: each key that got a
+ * 202, on its first try or a retry, is stored exactly once under that id; a key given up is
+ * stored at most once, and only under an id one of its 503s named (`settleKeyed`); and only
+ * keys of the `orphaned` shards are given up: every 503 of a key given up named an id of theirs.
+ * docs/scaling.md, "Failover and `REDIS_WAIT_REPLICAS`": until a replica joins the promoted
+ * master, "the shards refuse", and "a client that retries with its `Idempotency-Key` makes no
+ * second user"; docs/delivery.md, "What each answer means for the client": with a key, "at most
+ * once per key".
+ */
+async function settleLeftDeadKeys(
+  { stage, keyed, orphaned }: {
+    stage: Stage<ClusterRedis>;
+    keyed: RetryingClient;
+    orphaned: ReadonlySet<number>;
+  },
+): Promise<void> {
+  const rows = await stage.world.sql<{ id: string; name: string }[]>`
+    select id::text, name from users`;
+  const users = keyed.users;
+  const given = users.filter((user) => user.gaveUp);
+  const retried = users.filter((user) => user.id !== undefined && user.tries > 1);
+  const byName = new Map<string, Outcome[]>();
+  for (const answer of keyed.answers) {
+    byName.set(answer.name, [...byName.get(answer.name) ?? [], answer]);
+  }
+  const mine = new Set(users.map((user) => user.name));
+  const givenNames = new Set(given.map((user) => user.name));
+  const givenStored = rows.filter((row) => givenNames.has(row.name)).length;
+  const problems = keyed.settled(rows);
+  console.log(
+    `keyed client: ${users.length - given.length} of ${users.length} keys 202 ` +
+      `(${retried.length} on a retry), ${given.length} given up after ` +
+      `${seconds(KEYED_GIVE_UP_MS)} (${givenStored} of them stored); ` +
+      `${keyed.answers.length} tries; ${rows.filter((row) => mine.has(row.name)).length} rows; ` +
+      `${problems.length} keys not settled`,
+  );
+  assert.deepEqual(
+    problems.slice(0, 5),
+    [],
+    `${problems.length} keys not stored as their answers say`,
+  );
+  const outside = given.filter((user) => {
+    const named = (byName.get(user.name) ?? []).filter((o) => o.id !== undefined);
+    return named.length === 0 ||
+      named.some((o) => !orphaned.has(shardOf(o.id!, stage.shards.length)));
+  });
+  assert.deepEqual(
+    outside.slice(0, 5).map((user) => user.key),
+    [],
+    `${outside.length} keys given up outside the dead master's shards ${[...orphaned]}`,
+  );
+}
+
 /** How many of `outcomes` got each answer: `202 × 900, 503 unconfirmed × 300`. */
 function answerCounts(outcomes: readonly Outcome[]): string {
   const counts = new Map<string, number>();
-  for (const o of outcomes) {
-    const answer = o.status === undefined
-      ? (o.timedOut ? "no answer" : "cut")
-      : `${o.status}${o.code === undefined ? "" : ` ${o.code}`}`;
-    counts.set(answer, (counts.get(answer) ?? 0) + 1);
-  }
+  for (const o of outcomes) counts.set(answerOf(o), (counts.get(answerOf(o)) ?? 0) + 1);
   return [...counts].map(([answer, n]) => `${answer} × ${n}`).join(", ") || "none";
+}
+
+/** The slowest of `outcomes`, for a summary: `1034 ms (503 queue_unavailable)`. */
+function slowest(outcomes: readonly Outcome[]): string {
+  const [o] = [...outcomes].sort((a, b) => b.ms - a.ms);
+  return o === undefined ? "none" : `${o.ms} ms (${answerOf(o)})`;
+}
+
+/** What `o` was answered: `202`, `503 unconfirmed`, `no answer` or `cut`. */
+function answerOf(o: Outcome): string {
+  return o.status === undefined
+    ? (o.timedOut ? "no answer" : "cut")
+    : `${o.status}${o.code === undefined ? "" : ` ${o.code}`}`;
 }
 
 /** The first few of `outcomes`, for a failure message. */

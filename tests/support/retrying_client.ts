@@ -5,10 +5,15 @@
  * is retried with the same key, after its `Retry-After`, until a 202 comes.
  * The fault scenarios run it beside their load and then hold the pipeline to
  * its end of the bargain: one row per key that got its 202, under that 202's
- * id ({@linkcode RetryingClient.settled}, checked with the scenario's rows).
+ * id; at most one for a key given up, under an id one of its refusals named
+ * ({@linkcode RetryingClient.settled}, checked with the scenario's rows).
+ * Every try's answer is kept ({@linkcode RetryingClient.answers}), so a
+ * scenario can hold the tries to the same bounds and excuses as its load.
  *
  * @module
  */
+
+import { type Outcome, postUser } from "./fault_load.ts";
 
 /** One user the client set out to create. */
 export interface KeyedUser {
@@ -39,6 +44,12 @@ export interface RetryingClientOptions {
 /** Creates users at a rate, each once, retrying until the API says 202. */
 export class RetryingClient {
   readonly users: KeyedUser[] = [];
+  /**
+   * Every try's answer, in the order they came, named by its user's name: a
+   * 503 that may have queued carries the id it names; a try without an answer
+   * is `indeterminate`.
+   */
+  readonly answers: Outcome[] = [];
   readonly #options: Required<RetryingClientOptions>;
   readonly #running: Promise<void>[] = [];
   readonly #withdrawn = new Set<string>();
@@ -80,13 +91,12 @@ export class RetryingClient {
   }
 
   /**
-   * The accounting against the table's `rows` of this client's users: for
-   * every key that got a 202, exactly one row, under that id; no row for a
-   * key given up; never two rows for one name. Lists what broke, empty when
-   * all held.
+   * The accounting against the table's `rows` of this client's users (see
+   * {@linkcode settleKeyed}, given every try's answer). Lists what broke,
+   * empty when all held.
    */
   settled(rows: readonly { id: string; name: string }[]): string[] {
-    return settleKeyed(this.users, rows);
+    return settleKeyed(this.users, rows, { answers: this.answers });
   }
 
   async #start(): Promise<void> {
@@ -115,29 +125,26 @@ export class RetryingClient {
       user.tries++;
       let pause = 100;
       if (url !== undefined) {
-        try {
-          const response = await fetch(`${url}/users`, {
-            method: "POST",
-            headers: { "Content-Type": "application/json", "Idempotency-Key": user.key },
-            body: JSON.stringify({ name: user.name }),
-            signal: AbortSignal.timeout(timeoutMs),
-          });
-          const body = await response.json().catch(() => undefined);
-          if (response.status === 202) {
-            user.id = body.id;
-            return;
-          }
-          if (response.status >= 400 && response.status < 500) {
-            // The request itself is wrong: retrying cannot help, and it is a bug of this test.
-            throw new Error(`${user.key}: ${response.status} ${JSON.stringify(body)}`);
-          }
-          pause = Number(response.headers.get("Retry-After") ?? "0.1") * 1_000;
-        } catch (error) {
-          if (!(error instanceof TypeError || (error instanceof DOMException))) throw error;
-          // No answer (a refused or cut connection, a timeout): the push may have run; the key says.
+        const answer = await postUser({
+          url,
+          name: user.name,
+          key: user.key,
+          sentAt: Date.now(),
+          timeoutMs,
+        });
+        this.answers.push(answer);
+        if (answer.kind === "accepted") {
+          user.id = answer.id;
+          return;
         }
+        if (answer.status !== undefined && answer.status >= 400 && answer.status < 500) {
+          // The request itself is wrong: retrying cannot help, and it is a bug of this test.
+          throw new Error(`${user.key}: ${answer.status} ${answer.code} ${answer.detail}`);
+        }
+        if (answer.retryAfter) pause = Number(answer.retryAfter) * 1_000;
       }
-      await new Promise((resolve) => setTimeout(resolve, Math.min(pause, deadline - Date.now())));
+      const wait = Math.max(0, Math.min(pause, deadline - Date.now()));
+      await new Promise((resolve) => setTimeout(resolve, wait));
     }
     user.gaveUp = true;
   }
@@ -148,19 +155,39 @@ export class RetryingClient {
   }
 }
 
+/** Options of {@linkcode settleKeyed}. */
+export interface SettleKeyedOptions {
+  /**
+   * Every try's answer, by the user's name ({@linkcode RetryingClient.answers}):
+   * a key given up may be stored, once, under an id one of its refusals named,
+   * or under any id if one of its tries got no answer (docs/delivery.md, "What
+   * each answer means for the client": a 503 `queue_unavailable` or
+   * `unconfirmed` may have queued the user it names; a try without an answer
+   * may have queued one, with no id to ask). @default none: no key given up may
+   * be stored
+   */
+  readonly answers?: readonly Outcome[];
+}
+
 /**
  * The accounting of keyed `users` against the table's `rows`: for every key
- * that got a 202, exactly one row, under that id; no row for a key given up;
- * never two rows for one name. Lists what broke, empty when all held.
+ * that got a 202, exactly one row, under that id; for a key given up, no row,
+ * or one its answers allow (see {@linkcode SettleKeyedOptions.answers}); never
+ * two rows for one name. Lists what broke, empty when all held.
  */
 export function settleKeyed(
   users: readonly Pick<KeyedUser, "key" | "name" | "id">[],
   rows: readonly { id: string; name: string }[],
+  options: SettleKeyedOptions = {},
 ): string[] {
   const mine = new Map(users.map((user) => [user.name, user]));
   const found = new Map<string, string[]>();
   for (const row of rows) {
     if (mine.has(row.name)) found.set(row.name, [...found.get(row.name) ?? [], row.id]);
+  }
+  const answered = new Map<string, Outcome[]>();
+  for (const answer of options.answers ?? []) {
+    answered.set(answer.name, [...answered.get(answer.name) ?? [], answer]);
   }
   const problems: string[] = [];
   for (const user of users) {
@@ -170,7 +197,13 @@ export function settleKeyed(
     else if (user.id !== undefined && ids[0] !== user.id) {
       problems.push(`${user.key}: 202 for ${user.id}, stored as ${ids[0]}`);
     } else if (user.id === undefined && ids.length > 0) {
-      problems.push(`${user.key}: given up, stored`);
+      const tries = answered.get(user.name) ?? [];
+      const named = tries.some((answer) => answer.kind === "rejected" && answer.id === ids[0]);
+      const unanswered = tries.some((answer) => answer.kind === "indeterminate");
+      if (tries.length === 0) problems.push(`${user.key}: given up, stored`);
+      else if (!named && !unanswered) {
+        problems.push(`${user.key}: given up, stored as ${ids[0]}, which no refusal of it named`);
+      }
     }
   }
   return problems;

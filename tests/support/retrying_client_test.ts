@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type KeyedUser, RetryingClient } from "./retrying_client.ts";
+import { type KeyedUser, RetryingClient, settleKeyed } from "./retrying_client.ts";
 
 Deno.test("RetryingClient retries a key after each 503 until its 202, sending the key every time", async () => {
   const tries = new Map<string, number>();
@@ -9,10 +9,13 @@ Deno.test("RetryingClient retries a key after each 503 until its 202, sending th
     const n = (tries.get(key) ?? 0) + 1;
     tries.set(key, n);
     if (n < 3) {
-      return Response.json({ error: "down", code: "queue_unavailable" }, {
-        status: 503,
-        headers: { "Retry-After": "0" },
-      });
+      return Response.json(
+        { error: "down", code: "queue_unavailable", id: `try-${n}-of-${name}` },
+        {
+          status: 503,
+          headers: { "Retry-After": "0" },
+        },
+      );
     }
     return Response.json({ id: `id-of-${name}` }, { status: 202 });
   });
@@ -31,6 +34,26 @@ Deno.test("RetryingClient retries a key after each 503 until its 202, sending th
       assert.equal(tries.get(user.key), 3);
     }
     assert.equal(client.tries, users.length * 3);
+    assert.deepEqual(
+      client.answers.filter((answer) => answer.name === users[0]!.name)
+        .map(({ kind, status, code, id }) => ({ kind, status, code, id })),
+      [
+        {
+          kind: "rejected",
+          status: 503,
+          code: "queue_unavailable",
+          id: `try-1-of-${users[0]!.name}`,
+        },
+        {
+          kind: "rejected",
+          status: 503,
+          code: "queue_unavailable",
+          id: `try-2-of-${users[0]!.name}`,
+        },
+        { kind: "accepted", status: 202, code: undefined, id: `id-of-${users[0]!.name}` },
+      ],
+      "every try's answer, with the id each refusal named",
+    );
     const rows = users.map((user) => ({ id: user.id!, name: user.name }));
     assert.deepEqual(client.settled(rows), []);
     const [first, second, third] = users as [KeyedUser, KeyedUser, KeyedUser];
@@ -47,4 +70,68 @@ Deno.test("RetryingClient retries a key after each 503 until its 202, sending th
   } finally {
     await server.shutdown();
   }
+});
+
+Deno.test("RetryingClient gives a key up once its time ran out, keeping every refusal's id", async () => {
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (request) => {
+    const { name } = await request.json();
+    return Response.json({ error: "no replica", code: "unconfirmed", id: `id-of-${name}` }, {
+      status: 503,
+      headers: { "Retry-After": "0.05" },
+    });
+  });
+  try {
+    const client = new RetryingClient({
+      urls: [`http://127.0.0.1:${server.addr.port}`],
+      prefix: "t",
+      ratePerSecond: 1_000,
+      giveUpMs: 300,
+    }).start();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const users = await client.stop();
+    assert.ok(users.length >= 1);
+    for (const user of users) {
+      assert.equal(user.gaveUp, true);
+      assert.equal(user.id, undefined);
+      assert.ok(user.tries >= 2, `${user.key}: ${user.tries} tries in 300 ms`);
+    }
+    const [user] = users as [KeyedUser];
+    const others = users.slice(1).map((u) => ({ id: `id-of-${u.name}`, name: u.name }));
+    assert.deepEqual(
+      client.settled([{ id: `id-of-${user.name}`, name: user.name }, ...others]),
+      [],
+    );
+    assert.deepEqual(client.settled([{ id: "other", name: user.name }]), [
+      `${user.key}: given up, stored as other, which no refusal of it named`,
+    ]);
+    assert.deepEqual(
+      client.settled([{ id: `id-of-${user.name}`, name: user.name }, { id: "x", name: user.name }]),
+      [`${user.key}: 2 rows`],
+    );
+  } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("settleKeyed() allows a key given up stored only where its answers say it may be", () => {
+  const given = { key: "k", name: "n" };
+  const refusal = (id?: string) => ({
+    name: "n",
+    url: "u",
+    kind: "rejected" as const,
+    status: 503,
+    code: "unconfirmed",
+    sentAt: 0,
+    ms: 1,
+    ...(id === undefined ? {} : { id }),
+  });
+  const row = [{ id: "7", name: "n" }];
+  assert.deepEqual(settleKeyed([given], []), []);
+  assert.deepEqual(settleKeyed([given], row), ["k: given up, stored"]);
+  assert.deepEqual(settleKeyed([given], row, { answers: [refusal("3"), refusal("7")] }), []);
+  assert.deepEqual(settleKeyed([given], row, { answers: [refusal("3")] }), [
+    "k: given up, stored as 7, which no refusal of it named",
+  ]);
+  const cut = { name: "n", url: "u", kind: "indeterminate" as const, sentAt: 0, ms: 5 };
+  assert.deepEqual(settleKeyed([given], row, { answers: [refusal("3"), cut] }), []);
 });
