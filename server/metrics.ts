@@ -11,16 +11,17 @@
  * @module
  */
 
-import { IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED } from "./idempotency_key.ts";
+import { IDEMPOTENT_REPLAYED } from "./idempotency_key.ts";
 import type { Context, MiddlewareHandler } from "@hono/hono";
 import { matchedRoutes } from "@hono/hono/route";
-import { Counter, Histogram, type Registry } from "prom-client";
+import { Counter, type Registry } from "prom-client";
 import {
   createRegistry,
   METRIC_PREFIX,
   metricsResponse,
 } from "@users-pipeline/runtime/metrics_registry";
 import { ApiError } from "./api_error.ts";
+import { BucketedHistogram, type HistogramSeries } from "./bucketed_histogram.ts";
 
 /** Why `POST /users` was refused: the queue at its bound, Redis failing, or a bad request (4xx). */
 export type Rejection = "full" | "unavailable" | "unconfirmed" | "invalid";
@@ -75,7 +76,7 @@ type RequestLabels = Record<"method" | "route" | "status", string>;
  * counter was last read.
  */
 interface RequestSeries {
-  readonly observe: (seconds: number) => void;
+  readonly duration: HistogramSeries;
   readonly labels: RequestLabels;
   unread: number;
 }
@@ -84,15 +85,15 @@ interface RequestSeries {
 export class ApiMetrics {
   readonly registry: Registry;
   readonly #requests: Counter<"method" | "route" | "status">;
-  readonly #duration: Histogram<"method" | "route" | "status">;
+  readonly #duration: BucketedHistogram;
   readonly #accepted: Counter;
   readonly #rejected: Counter<"reason">;
   /**
    * Every series met so far, by method, route and status. The counts wait
    * here until a scrape reads them (the counters' `collect`): one addition
    * per request instead of one prom-client `inc`, whose label checks and hash
-   * cost as much as the rest of the metrics. The durations go to prom-client
-   * as they come, since its histogram cannot take many at once.
+   * cost as much as the rest of the metrics. The durations are counted in
+   * their series' buckets (`bucketed_histogram.ts`) for the same reason.
    */
   readonly #series = new Map<string, Map<string, Map<number, RequestSeries>>>();
   /** Users accepted since the counter was last read. */
@@ -110,10 +111,9 @@ export class ApiMetrics {
       registers,
       collect: () => this.#readRequests(),
     });
-    this.#duration = new Histogram({
+    this.#duration = new BucketedHistogram({
       name: `${METRIC_PREFIX}http_request_duration_seconds`,
       help: "Time to answer an HTTP request, by method, route pattern and status.",
-      labelNames,
       buckets: DURATION_BUCKETS,
       registers,
     });
@@ -148,14 +148,12 @@ export class ApiMetrics {
     const { status } = c.res;
     const series = this.#seriesOf({ method, route, status });
     series.unread++;
-    series.observe(seconds);
+    series.duration.observe(seconds);
     if (method === "POST" && route === "/users") {
-      // A repeat of an Idempotency-Key's request accepted no one new; only a keyed request can be.
+      // A repeat of an Idempotency-Key's request accepted no one new, and says so in a header
+      // that no other answer has (read from the answer: a request's header costs a call into Deno).
       if (status === 202) {
-        if (
-          c.req.header(IDEMPOTENCY_KEY) === undefined ||
-          c.res.headers.get(IDEMPOTENT_REPLAYED) === null
-        ) this.#acceptedUnread++;
+        if (c.res.headers.get(IDEMPOTENT_REPLAYED) === null) this.#acceptedUnread++;
       } else {
         const rejection = rejectionOf(status, c.error);
         if (rejection !== undefined) this.#rejected.inc({ reason: rejection });
@@ -173,8 +171,7 @@ export class ApiMetrics {
     let series = byStatus.get(status);
     if (series === undefined) {
       const labels = { method, route, status: String(status) };
-      const { observe } = this.#duration.labels(labels);
-      byStatus.set(status, series = { observe, labels, unread: 0 });
+      byStatus.set(status, series = { duration: this.#duration.series(labels), labels, unread: 0 });
     }
     return series;
   }
