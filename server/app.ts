@@ -19,6 +19,7 @@
 
 import { type Context, Hono } from "@hono/hono";
 import { bodyLimit } from "@hono/hono/body-limit";
+import { v7 as uuidv7 } from "uuid";
 import { z } from "zod";
 import {
   IdempotencyConflictError,
@@ -39,7 +40,6 @@ import { dashboardRoutes } from "./dashboard.ts";
 import { type OpenApiDocument, openApiDocument } from "./openapi.ts";
 import { IndexUnavailableError, type UserStatus } from "./user_status.ts";
 import type { ApiMetrics } from "./metrics.ts";
-import { uuidV7 } from "./uuid_v7.ts";
 
 /** What the app needs from the outside world; `main.ts` wires the real clients. */
 export interface AppOptions {
@@ -126,7 +126,7 @@ export function createApp(options: AppOptions): Hono {
     retryAfterSeconds = 1,
     onUnavailable = () => {},
     onUnexpectedError = () => {},
-    newId = uuidV7,
+    newId = uuidv7,
     metrics,
   } = options;
   const app = new Hono();
