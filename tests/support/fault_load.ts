@@ -71,6 +71,44 @@ export interface LoadOptions {
   readonly timeoutMs?: number;
 }
 
+/** One `POST /users` of `name` (with its `Idempotency-Key` when given), classified. */
+export async function postUser(
+  request: { url: string; name: string; key?: string; sentAt: number; timeoutMs: number },
+): Promise<Outcome> {
+  const { url, name, key, sentAt, timeoutMs } = request;
+  // A timer of our own rather than AbortSignal.timeout, so none outlives the request.
+  const abort = new AbortController();
+  const timer = setTimeout(
+    () => abort.abort(new DOMException(`no answer within ${timeoutMs} ms`, "TimeoutError")),
+    timeoutMs,
+  );
+  try {
+    const response = await fetch(`${url}/users`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        ...(key === undefined ? {} : { "Idempotency-Key": key }),
+      },
+      body: JSON.stringify({ name }),
+      signal: abort.signal,
+    });
+    return await classify(name, url, sentAt, response);
+  } catch (error) {
+    // No answer (a refused or cut connection, a timeout): the push may have run.
+    return {
+      name,
+      url,
+      kind: "indeterminate",
+      detail: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+      sentAt,
+      ms: Date.now() - sentAt,
+      timedOut: abort.signal.aborted,
+    };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Classifies an HTTP answer. */
 export async function classify(
   name: string,
@@ -208,34 +246,8 @@ export class LoadGenerator {
       const name = `${prefix}-${n}`;
       const sentAt = Date.now();
       this.#inFlight.set(n, { name, url, sentAt });
-      // A timer of our own rather than AbortSignal.timeout, so none outlives the request.
-      const abort = new AbortController();
-      const timer = setTimeout(
-        () => abort.abort(new DOMException(`no answer within ${timeoutMs} ms`, "TimeoutError")),
-        timeoutMs,
-      );
-      try {
-        const response = await fetch(`${url}/users`, {
-          method: "POST",
-          headers: { "Content-Type": "application/json" },
-          body: JSON.stringify({ name }),
-          signal: abort.signal,
-        });
-        this.outcomes.push(await classify(name, url, sentAt, response));
-      } catch (error) {
-        this.outcomes.push({
-          name,
-          url,
-          kind: "indeterminate",
-          detail: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
-          sentAt,
-          ms: Date.now() - sentAt,
-          timedOut: abort.signal.aborted,
-        });
-      } finally {
-        clearTimeout(timer);
-        this.#inFlight.delete(n);
-      }
+      this.outcomes.push(await postUser({ url, name, sentAt, timeoutMs }));
+      this.#inFlight.delete(n);
     }
   }
 

@@ -13,7 +13,7 @@
  * @module
  */
 
-import { classify, type Outcome } from "./fault_load.ts";
+import { type Outcome, postUser } from "./fault_load.ts";
 
 /** One user the client set out to create. */
 export interface KeyedUser {
@@ -125,35 +125,13 @@ export class RetryingClient {
       user.tries++;
       let pause = 100;
       if (url !== undefined) {
-        const sentAt = Date.now();
-        const abort = new AbortController();
-        const timer = setTimeout(
-          () => abort.abort(new DOMException(`no answer within ${timeoutMs} ms`, "TimeoutError")),
+        const answer = await postUser({
+          url,
+          name: user.name,
+          key: user.key,
+          sentAt: Date.now(),
           timeoutMs,
-        );
-        let answer: Outcome;
-        try {
-          const response = await fetch(`${url}/users`, {
-            method: "POST",
-            headers: { "Content-Type": "application/json", "Idempotency-Key": user.key },
-            body: JSON.stringify({ name: user.name }),
-            signal: abort.signal,
-          });
-          answer = await classify(user.name, url, sentAt, response);
-        } catch (error) {
-          // No answer (a refused or cut connection, a timeout): the push may have run; the key says.
-          answer = {
-            name: user.name,
-            url,
-            kind: "indeterminate",
-            detail: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
-            sentAt,
-            ms: Date.now() - sentAt,
-            timedOut: abort.signal.aborted,
-          };
-        } finally {
-          clearTimeout(timer);
-        }
+        });
         this.answers.push(answer);
         if (answer.kind === "accepted") {
           user.id = answer.id;
