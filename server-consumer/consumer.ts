@@ -20,9 +20,13 @@
  *   one emptied the queue). The first batch after those is fetched alone,
  *   so consumers waking together on a small backlog share it instead of the
  *   first hoarding two batches while the others stay idle. In flow, a
- *   batch's acknowledgement carries the fetch of the batch after the next
- *   and runs during the next one's insert: one script call per batch (per
- *   user in single mode), overlapped. Each fetch says how many items the
+ *   batch's acknowledgement carries the fetch of a batch after those taken
+ *   ahead and runs during the next one's insert: one script call per batch
+ *   (per user in single mode), overlapped. With one queue shard, while the
+ *   queue is full, a consumer of batches of many items holds two batches
+ *   beside the one in hand ({@linkcode batchesAhead}; the second comes from a
+ *   fetch of its own once the acknowledgement that took the first settled),
+ *   so a connection freed by a commit has the next rows waiting. Each fetch says how many items the
  *   consumer will hold besides what it takes, and every call that moves or
  *   trims the processing list is sent only once the previous one has
  *   settled, so each happens in an order the scripts expect; a repeat after
@@ -31,7 +35,8 @@
  *   makes new items suspects.
  * - A batch taken during an insert is stored as soon as it arrives, its
  *   insert beside the one in progress (the store's client has two
- *   connections), so decoding it and sending its rows overlap that insert.
+ *   connections; postgres.js pipelines a third behind one of them), so
+ *   decoding it and sending its rows overlap that insert.
  *   Each batch is still acknowledged only after its own commit, and in the
  *   order the batches were taken, which is the order the acknowledgement
  *   trims the processing list in.
@@ -44,7 +49,7 @@
  *   recovers the items of consumers whose heartbeat expired.
  * - On stop, the loop takes no new batch (a wait or a fetch in progress is
  *   given up at once), finishes what it holds, the batch being stored and the
- *   one taken during its insert (or, at the shutdown deadline, gives up
+ *   ones taken during its insert (or, at the shutdown deadline, gives up
  *   even a call in progress and hands all it holds back to the front of the queue),
  *   and unregisters. The hand-back itself is bounded
  *   too, so a stop ends within the deadline and {@linkcode HAND_BACK_TIMEOUT_MS}
@@ -70,7 +75,7 @@
  */
 
 import type { FetchedBatch, FetchOptions } from "@users-pipeline/queue";
-import { Acknowledger } from "./acknowledger.ts";
+import { type Acked, Acknowledger } from "./acknowledger.ts";
 import { type Clock, systemClock } from "@users-pipeline/runtime/clock";
 import type { ConsumerEvent, ConsumerMeasurement, ConsumerStats, Step } from "./consumer_events.ts";
 import { Fetcher } from "./fetcher.ts";
@@ -128,6 +133,20 @@ export interface ConsumerOptions {
  * within SHUTDOWN_TIMEOUT_MS and a few seconds, inside compose's grace period.
  */
 export const HAND_BACK_TIMEOUT_MS = 2_000;
+
+/**
+ * Batches held beside the one in hand while in flow, for batches of
+ * `batchSize` items. Two for batches of many: when an insert commits, the
+ * rows of the batch after the next are already decoded and sent behind it on
+ * the freed connection while the acknowledgement fetches another; with one,
+ * each freed connection waits for that acknowledgement's round trip to Redis
+ * and the decoding of what it took. One in single mode: a one-row insert
+ * takes no longer than that round trip, so an item more in flight only adds
+ * work per item.
+ */
+export function batchesAhead(batchSize: number): number {
+  return batchSize > 1 ? 2 : 1;
+}
 
 /** Why a consumer whose fetch found it fenced takes a new id. */
 const FENCED = "its heartbeat expired and its work was recovered by others";
@@ -244,17 +263,23 @@ export class Consumer {
       const acking = inFlight.acking;
       const fetchEarly = acking === undefined && flowing && !batch.fromRetry &&
         batch.items.length === o.batchSize;
-      const early = acking ??
-        (fetchEarly ? this.#fetcher.fetchEarly(batch) : Promise.resolve("none" as const));
-      // The batch taken during this insert is stored as soon as it arrives,
-      // beside this one (the store's client has two connections): decoding
-      // it and sending its rows overlap this insert instead of following
-      // it. Each batch is still acknowledged only after its own commit, in
-      // the order they were taken.
-      const taken = early.then((after) => {
-        if (typeof after === "object" && after.items.length > 0) this.#storeAhead(after);
-        return after;
-      });
+      // Set when a fetch, not an acknowledgement, found the consumer fenced:
+      // only an acknowledgement re-registers by itself.
+      let fetchFenced = false;
+      // The batches taken during this insert are stored as soon as they
+      // arrive, beside this one (the store's client has two connections):
+      // decoding them and sending their rows overlap this insert instead of
+      // following it. Each batch is still acknowledged only after its own
+      // commit, in the order they were taken.
+      const taken: Promise<Acked | "none"> = acking !== undefined
+        ? acking.then((after) => this.#takeAhead(after, () => fetchFenced = true))
+        : fetchEarly
+        ? this.#fetcher.fetchEarly(batch).then((after) => {
+          if (after === "fenced") fetchFenced = true;
+          else if (after !== "none" && after.items.length > 0) this.#storeAhead(after);
+          return after;
+        })
+        : Promise.resolve("none" as const);
       // Awaited below; should this store end the loop first, nothing waits for it.
       taken.catch(() => {});
       const stored = await (inHand.stored ?? this.#storeStep.store(batch));
@@ -262,23 +287,24 @@ export class Consumer {
       inFlight.ackSettled();
       if (after === "fenced") {
         // Fenced: whatever we hold was (or will be) recovered by others, this
-        // batch and the one taken during its insert too; neither may be
+        // batch and the ones taken during its insert too; none may be
         // acknowledged under a new id. (A refused acknowledgement re-registered already.)
         inFlight.clear();
         flowing = false;
-        if (acking === undefined) await this.#membership.reregister(FENCED);
+        if (fetchFenced) await this.#membership.reregister(FENCED);
         continue;
       }
-      // Both batches are held here: a crash at this step leaves the stored batch
-      // and the one fetched during its insert for recovery.
+      // Every batch taken is held here: a crash at this step leaves the stored
+      // batch and the ones fetched during its insert for recovery.
       o.onStep?.("stored", batch);
-      if (typeof after === "object" && after.items.length > 0) {
+      if (inFlight.ahead !== undefined) {
         // The next batch is in hand (taken ahead): it is stored next, even when stopping.
         if (!this.#retrier.stopping && o.queue.fetchesWithAck) {
-          // This batch's acknowledgement, carrying the fetch of the batch
-          // after the next, runs during the next insert; that iteration
+          // This batch's acknowledgement, carrying the fetch of a batch after
+          // those taken ahead, runs during the next insert; that iteration
           // awaits it before acknowledging anything itself.
-          const acked = this.#acknowledger.acknowledge(stored, { fetchHeld: after.items.length });
+          const fetchHeld = inFlight.items - batch.items.length;
+          const acked = this.#acknowledger.acknowledge(stored, { fetchHeld });
           // Awaited there; the Abandoned it may end with ends the loop there too.
           acked.catch(() => {});
           inFlight.acknowledging(inHand, acked);
@@ -302,6 +328,31 @@ export class Consumer {
       // Empty: the queue is empty, and the loop waits for items.
       if (typeof next === "object") inFlight.putAhead(next);
     }
+  }
+
+  /**
+   * What an acknowledgement carried while the batch in hand was stored: the
+   * batch it fetched is stored at once, and while the consumer is in flow
+   * and the queue full, one more batch is fetched (once the acknowledgement
+   * has settled, so the calls on the processing list stay in order) until
+   * {@linkcode batchesAhead} are held beside the one in hand.
+   */
+  async #takeAhead(after: Acked, onFetchFenced: () => void): Promise<Acked> {
+    if (typeof after !== "object" || after.items.length === 0) return after;
+    this.#storeAhead(after);
+    const inFlight = this.#inFlight;
+    const { batchSize } = this.#o;
+    if (after.items.length < batchSize || inFlight.batchesAhead >= batchesAhead(batchSize)) {
+      return after;
+    }
+    inFlight.ackSettled();
+    const more = await this.#fetcher.fetchEarly(after, { held: inFlight.items });
+    if (more === "fenced") {
+      onFetchFenced();
+      return more;
+    }
+    if (more !== "none" && more.items.length > 0) this.#storeAhead(more);
+    return after;
   }
 
   /**

@@ -359,6 +359,50 @@ Deno.test("Consumer starts the insert of the batch fetched early before the one 
   assert.deepEqual(queue.items, [], "nothing handed back: every batch was acknowledged");
 });
 
+Deno.test("Consumer in flow holds two batches beside the one in hand, and a partial batch ends the lookahead", async () => {
+  const { clock, queue, store, consumer, stop } = setUp();
+  queue.push(...Array.from({ length: 65 }, (_, i) => user(i)));
+  const heldAtInsert: number[] = [];
+  store.beforeInsert = () => heldAtInsert.push(queue.held.get("c1")?.length ?? 0);
+  void consumer.run();
+  await until(clock, () => store.rows.size === 65, "every row stored");
+  // Batches of 10: the first alone, the second with its acknowledgement, the
+  // third early, the fourth with the second's acknowledgement and the fifth
+  // by a fetch once that settled; from then on each acknowledgement takes
+  // one, so at most three batches (30 items) are held, until the seventh (5
+  // items) emptied the queue.
+  assert.deepEqual(heldAtInsert, [10, 20, 20, 20, 30, 30, 25]);
+  assert.deepEqual(queue.fetchHeld, [0, 10, 20]);
+  // Each call says what the consumer holds besides what it takes.
+  assert.deepEqual(queue.ackFetchHeld, [0, 10, 20, 20, 15, 5, 0]);
+  assert.deepEqual(queue.storedIds, Array.from({ length: 65 }, (_, i) => JSON.parse(user(i)).id));
+  await stop();
+  assert.deepEqual(queue.items, [], "nothing handed back: every batch was acknowledged");
+});
+
+Deno.test("Consumer fenced when it fetches a second batch ahead re-registers and acknowledges nothing as before", async () => {
+  const { clock, queue, store, named, consumer, stop } = setUp();
+  queue.push(...Array.from({ length: 65 }, (_, i) => user(i)));
+  store.beforeInsert = () => {
+    // The fourth batch's insert, started as the second's acknowledgement
+    // brought it, right before the fetch of the fifth.
+    if (store.statements === 4) queue.fence("c1");
+  };
+  void consumer.run();
+  await until(clock, () => store.rows.size === 65, "every row stored");
+  assert.deepEqual(
+    queue.fetchHeld.slice(0, 3),
+    [0, 10, 20],
+    "the fetch of the fifth found c1 fenced",
+  );
+  assert.equal(named("consumer_fenced").length, 1);
+  assert.deepEqual(queue.registered, ["c1", "c2"]);
+  // c1 acknowledged the first two batches; c2 stored the rest, the batches c1 held included.
+  assert.equal(queue.storedIds.length, 65);
+  assert.equal(new Set(queue.storedIds).size, 65);
+  await stop();
+});
+
 Deno.test("Consumer in single mode fetches with each acknowledgement the item after the next", async () => {
   const { clock, queue, store, consumer, stop } = setUp({ batchSize: 1 });
   queue.push(...Array.from({ length: 5 }, (_, i) => user(i)));

@@ -43,14 +43,18 @@ export class Fetcher {
   }
 
   /**
-   * The batch after `inHand`, fetched while `inHand` is stored. Never
-   * rejects: `"none"` when the consumer is stopping (what a fetch given up mid-call took stays in the
-   * processing list and is handed back with the rest).
+   * The batch after `inHand`, fetched while `inHand` is stored, for a
+   * consumer holding `held` items (`inHand`'s by default). Never rejects:
+   * `"none"` when the consumer is stopping (what a fetch given up mid-call
+   * took stays in the processing list and is handed back with the rest).
    */
-  async fetchEarly(inHand: FetchedBatch): Promise<FetchedBatch | "fenced" | "none"> {
+  async fetchEarly(
+    inHand: FetchedBatch,
+    { held = inHand.items.length }: { held?: number } = {},
+  ): Promise<FetchedBatch | "fenced" | "none"> {
     if (this.#o.retrier.stopping) return "none";
     try {
-      return await this.#fetch(inHand.items.length);
+      return await this.#fetch(held);
     } catch (error) {
       if (error instanceof Abandoned) return "none";
       throw error;

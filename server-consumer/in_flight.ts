@@ -2,8 +2,8 @@
  * The batches a consumer holds, in the order it took them, which is the
  * order their acknowledgements trim its processing list in: at most the one
  * whose acknowledgement is in flight, the one in hand (being stored), and the
- * one taken ahead (fetched, and maybe being stored, during the insert of the
- * one in hand).
+ * ones taken ahead (fetched, and maybe being stored, during the insert of the
+ * one in hand), oldest first.
  *
  * @module
  */
@@ -34,7 +34,12 @@ export class InFlight {
     return this.#batches.reduce((sum, { batch }) => sum + batch.items.length, 0);
   }
 
-  /** The batch taken ahead, waiting to be stored next; undefined when there is none. */
+  /** How many batches are taken ahead. */
+  get batchesAhead(): number {
+    return this.#batches.filter(({ stage }) => stage === "ahead").length;
+  }
+
+  /** The oldest batch taken ahead, to be stored next; undefined when there is none. */
   get ahead(): InFlightBatch | undefined {
     return this.#find("ahead");
   }
