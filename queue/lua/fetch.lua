@@ -21,11 +21,12 @@
 -- also in the processing list.
 --
 -- The items go into the processing list oldest at the right, the end the
--- acknowledgement trims from. A consumer holds at most two batches: the one
--- it is storing (at the right) and the next (at the left), fetched while the
--- first is being inserted, or taken in the same move as the first, whose
--- oldest items the first batch then is. (Oldest at the right also makes a
--- hand-back, which puts the list back at the front of the queue, keep FIFO.)
+-- acknowledgement trims from. A consumer holds the batch it is storing (at
+-- the right) and those it took ahead (to the left), fetched while the first
+-- is being inserted, or taken in the same move as the first, whose oldest
+-- items the first batch then is; ARGV[3] says how many items it holds.
+-- (Oldest at the right also makes a hand-back, which puts the list back at
+-- the front of the queue, keep FIFO.)
 -- A recovered item is handed only to a consumer holding nothing, so a suspect
 -- is never held beside other items: a fetch made while holding a batch (in
 -- this shard's list or another's) gets nothing, {2}, when the retry list is

@@ -19,6 +19,7 @@
 import postgres from "postgres";
 import { queueKeys, RedisQueue, type UserEnvelope } from "@users-pipeline/queue";
 import { insertUsers } from "@users-pipeline/schema";
+import { batchesAhead } from "@users-pipeline/consumer/consumer";
 import { storeClientOptions } from "@users-pipeline/consumer/postgres_store";
 import { REPO_DIR } from "@users-pipeline/harness/repo";
 import { waitFor } from "@users-pipeline/harness/wait";
@@ -115,11 +116,12 @@ export interface DrainResult {
 export const FLOOR_BATCH = 1_000;
 
 /**
- * Statements the floor keeps in flight: the consumer's, which starts the
- * insert of the batch it took early on its second connection while the one
- * in progress runs (server-consumer/consumer.ts).
+ * Statements the floor keeps in flight: the consumer's, which stores every
+ * batch it holds as soon as it arrives, the one in hand and those it keeps
+ * ahead while the queue is full (`batchesAhead`, server-consumer/consumer.ts),
+ * on its store client's connections.
  */
-export const FLOOR_OVERLAP = 2;
+export const FLOOR_OVERLAP = 1 + batchesAhead(FLOOR_BATCH);
 
 /** The statement bound of the floor's client: far above what a batch takes. */
 const FLOOR_STATEMENT_TIMEOUT_MS = 60_000;
@@ -374,8 +376,9 @@ export async function timeCourseDrain(
 /**
  * Calls `run` on `items` in chunks of `size`, in order, keeping at most
  * `overlap` calls in flight: the next chunk is sent as soon as one call
- * finishes. Over a client of `overlap` connections, each call in flight then
- * has a connection of its own, as the consumer's inserts do.
+ * finishes. Over a client of fewer connections, postgres.js queues a call
+ * behind a running one, as it does the consumer's inserts, so a connection
+ * freed by a commit starts the next statement at once.
  */
 export async function runOverlapped<T>(
   items: readonly T[],
@@ -395,8 +398,8 @@ export async function runOverlapped<T>(
  * The drain floor: inserts `count` users from memory with `insertUsers`,
  * {@linkcode FLOOR_BATCH} rows per statement, on a client with the
  * consumer's store options (its connections) and the consumer's overlap
- * ({@linkcode FLOOR_OVERLAP} statements in flight, each on its own
- * connection), and times it.
+ * ({@linkcode FLOOR_OVERLAP} statements in flight over its connections), and
+ * times it.
  */
 export async function timeFloorInsert(
   services: BenchServices,

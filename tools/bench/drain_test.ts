@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
+import { batchesAhead } from "@users-pipeline/consumer/consumer";
 import { storeClientOptions } from "@users-pipeline/consumer/postgres_store";
-import { FLOOR_OVERLAP, runOverlapped } from "./drain.ts";
+import { FLOOR_BATCH, FLOOR_OVERLAP, runOverlapped } from "./drain.ts";
 
 /** Runs `runOverlapped` over 0..count-1 and records what was in flight when each chunk began. */
 async function trace(count: number, size: number, overlap: number) {
@@ -33,6 +34,8 @@ Deno.test("runOverlapped() sends the next chunk while one is in flight, never mo
   assert.equal((await trace(10, 1, 3)).most, 3);
 });
 
-Deno.test("the drain floor keeps as many statements in flight as a consumer's store has connections", () => {
-  assert.equal(storeClientOptions(1_000).max, FLOOR_OVERLAP);
+Deno.test("the drain floor keeps as many statements in flight as a full-queue consumer holds batches", () => {
+  assert.equal(FLOOR_OVERLAP, 1 + batchesAhead(FLOOR_BATCH));
+  assert.equal(FLOOR_OVERLAP, 3, "the batch in hand and two ahead");
+  assert.equal(storeClientOptions(1_000).max, 2, "over the consumer's two connections");
 });
