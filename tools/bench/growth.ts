@@ -82,10 +82,23 @@ export function rssWhenDone(samples: readonly RssSample[], rows: number): number
   return (samples.find((s) => (s.done ?? 0) >= rows) ?? samples.at(-1))?.mib ?? 0;
 }
 
-/** Largest over smallest RSS over the second half of a run's samples (1 = flat). */
-export function secondHalfSpread(samples: readonly RssSample[]): number {
+/**
+ * The RSS samples of a drain's second half: from when half its rows were
+ * taken, when the samples count rows, else from half the sampling time. By
+ * rows, because sampling starts with the consumer, before its warm-up and the
+ * preload: on a drain that is short beside those, half the sampling time
+ * falls inside the drain's ramp-up, where the heap grows with the work done.
+ */
+export function secondHalfSamples(samples: readonly RssSample[]): readonly RssSample[] {
+  const rows = Math.max(0, ...samples.map((s) => s.done ?? 0));
+  if (rows > 0) return samples.filter((s) => (s.done ?? 0) >= rows / 2);
   const end = samples.at(-1)?.ms ?? 0;
-  const mib = samples.filter((s) => s.ms >= end / 2).map((s) => s.mib);
+  return samples.filter((s) => s.ms >= end / 2);
+}
+
+/** Largest over smallest RSS over a drain's second half (1 = flat). */
+export function secondHalfSpread(samples: readonly RssSample[]): number {
+  const mib = secondHalfSamples(samples).map((s) => s.mib);
   return mib.length > 0 ? Math.max(...mib) / Math.min(...mib) : 1;
 }
 

@@ -9,7 +9,7 @@
 import { type Check, checkResults } from "./checks.ts";
 import type { ProfileSummary } from "./cpu_profile.ts";
 import { drainLabel, type DrainRun, FLOOR_BATCH, type FloorRun } from "./drain.ts";
-import { rssWhenDone } from "./growth.ts";
+import { rssWhenDone, secondHalfSamples } from "./growth.ts";
 import {
   apiAndRedisMicrosPerRequest,
   cpuMicrosPerRequest,
@@ -602,8 +602,7 @@ function endToEndSection(results: BenchResults): string {
 function growthSection(results: BenchResults): string {
   const { small, large, overload, plan } = results.growth!;
   const secondHalf = (run: DrainRun) => {
-    const end = run.rssSamples.at(-1)?.ms ?? 0;
-    const mib = run.rssSamples.filter((s) => s.ms >= end / 2).map((s) => s.mib);
+    const mib = secondHalfSamples(run.rssSamples).map((s) => s.mib);
     return mib.length ? `${Math.min(...mib).toFixed(0)}–${Math.max(...mib).toFixed(0)}` : "";
   };
   const { load } = overload;
