@@ -355,7 +355,8 @@ for (const shards of [3, 6]) {
         refusedMayBeStored: true,
         crashCountsMayRemain: true,
         // The keyed client's rows, settled above: those of a 202 under its id, and at most one
-        // for a key given up.
+        // for a key given up, under an id its 503s named (docs/delivery.md, "What each answer
+        // means for the client": a 503 that names an id may have queued the user).
         injected: keyedUsers.flatMap(({ name, id }) => id === undefined ? [] : [{ name, id }]),
         mayStore: keyedUsers.filter((user) => user.gaveUp).map((user) => user.name),
       });
