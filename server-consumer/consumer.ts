@@ -342,7 +342,7 @@ export class Consumer {
     this.#storeAhead(after);
     const inFlight = this.#inFlight;
     const { batchSize } = this.#o;
-    if (after.items.length < batchSize || inFlight.batchesAhead >= batchesAhead(batchSize)) {
+    if (after.items.length < batchSize || inFlight.aheadCount >= batchesAhead(batchSize)) {
       return after;
     }
     inFlight.ackSettled();

@@ -35,7 +35,7 @@ export class InFlight {
   }
 
   /** How many batches are taken ahead. */
-  get batchesAhead(): number {
+  get aheadCount(): number {
     return this.#batches.filter(({ stage }) => stage === "ahead").length;
   }
 
