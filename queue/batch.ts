@@ -1,7 +1,7 @@
 /**
  * A batch as a unit of work: the items one consumer took from one shard, held
- * in its processing list until the batch is acknowledged (`redis_queue.ts`
- * states the delivery contract this keeps). The handle remembers who took it
+ * in its processing list until the batch is acknowledged
+ * (`docs/delivery.md#how-the-code-keeps-it`). The handle remembers who took it
  * and where, so whoever holds it finishes it without naming the consumer or
  * the shard again, and its acknowledgement may take the next batch in the
  * same script call.

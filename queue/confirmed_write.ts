@@ -1,7 +1,7 @@
 /**
  * A script whose write must be held by replicas before it counts (`WAIT`,
- * REDIS_WAIT_REPLICAS): the replication part of the delivery contract in
- * `redis_queue.ts`.
+ * REDIS_WAIT_REPLICAS), as `docs/scaling.md#failover-and-redis_wait_replicas`
+ * describes.
  *
  * @module
  */
@@ -94,25 +94,15 @@ const SPLIT_NODES = "All keys in the pipeline should belong to the same slots al
  * so `WAIT` counts the replicas of the master that ran the scripts.
  *
  * One `WAIT` at a time per node, covering every write sent to it since the
- * last: the writes that arrive while one is in flight wait for it, then go
- * together in one pipeline behind one `WAIT`. Why: Redis blocks the
- * connection that sent a `WAIT` until enough replicas acknowledged or its
- * timeout passed, and ioredis sends everything bound for a node over one
- * connection. When the replicas cannot answer (a promoted master left without
- * a replica, a replica cut off), every `WAIT` lasts its whole timeout — even
- * one following a write that did nothing, as `WAIT` counts replicas, not
- * writes — so `WAIT`s sent behind one another queue up on that connection,
- * each a whole timeout, and once more than a few wait there every later call
- * outlives the API's deadline (a 503 `queue_unavailable` instead of a prompt
- * `unconfirmed`); and Redis still runs the calls the client gave up on, so
- * under steady load that queue never drains. One `WAIT` per pipeline bounds a
- * write's wait to the `WAIT` in flight when it arrived and its own: two `WAIT`
- * timeouts (each perhaps a Redis cron tick late, as Redis ends a blocked
- * command on its tick: 100 ms at the default `hz`) and the round trips. A `WAIT` confirms every write its connection
- * sent before it, so one for the lot confirms each of them exactly as one
- * each would. The lanes are per node, not per shard, as shards may share a
- * master (QUEUE_SHARDS above the number of masters): one `WAIT` per shard
- * would again put several on one connection.
+ * last. Why: Redis blocks the connection that sent a `WAIT` until it returns,
+ * and ioredis sends everything bound for a node over one connection; when the
+ * replicas cannot answer, every `WAIT` lasts its whole timeout (it counts
+ * replicas, not writes), so `WAIT`s sent behind one another would queue there
+ * until every call outlived the API's deadline, and under steady load never
+ * drain. A `WAIT` confirms every write its connection sent before it, so one
+ * for the lot confirms each exactly as one each would, and a write waits at
+ * most two `WAIT`s (each perhaps a 100 ms cron tick late). The lanes are per
+ * node, not per shard, as shards may share a master.
  */
 export class ConfirmedWrites {
   readonly #redis: RedisClient;

@@ -6,8 +6,8 @@
  * through it; the admin routes, the dashboard, the CLI and the consumer's
  * gauges read one overview.
  *
- * The guarantees, and where each is enforced, are written in
- * `redis_queue.ts`.
+ * The guarantees it keeps are stated in
+ * `docs/delivery.md#how-the-code-keeps-it`.
  *
  * @module
  */

@@ -1,59 +1,16 @@
 /**
- * The queue's operations over Redis, shared by the API (which only enqueues)
- * and the consumer (which fetches, acknowledges, heartbeats and recovers).
+ * One shard of the queue over Redis (`keys.ts`): the API's pushes
+ * (`shard_pushes.ts`), the consumer's moves (register, heartbeat, fetch,
+ * acknowledge, recover, hand back) and the status index's lookup. Each move
+ * is one Lua script (`lua/`), so a crash between two commands can never leave
+ * an item in no list or in two, and each keeps the status index in step with
+ * the items. A consumer whose heartbeat expired is fenced: its fetches,
+ * acknowledgements and heartbeats reject with {@linkcode FencedError}. Only
+ * pushes wait for replicas (`confirmed_write.ts`); why the consumer's moves
+ * need not: `docs/scaling.md#failover-and-redis_wait_replicas`.
  *
- * Delivery contract (enforced here and in the scripts, `lua/*.lua`):
- * - An item is in exactly one place at any moment: the main list, the retry
- *   list, one consumer's processing list, or the dead letters. Every move
- *   between them is one atomic script.
- * - A consumer acknowledges a batch only after PostgreSQL committed it, so a
- *   crash at any point leaves the batch in its processing list; once its
- *   heartbeat expires another consumer moves it to the retry list. Delivery is
- *   therefore at least once, and the `ON CONFLICT (id) DO NOTHING` insert makes
- *   the stored effect exactly once.
- * - A consumer whose heartbeat expired is "fenced": the scripts refuse it new
- *   work and ignore its acknowledgements, so it cannot trim items that were
- *   already handed to someone else (its fetches, acknowledgements and
- *   heartbeats reject with {@linkcode FencedError}). It re-registers under a new id.
- * - The status index moves with the items, in the same scripts: the push adds
- *   the ids to the set `<queue>:queued`, where they stay through fetch,
- *   hand-back, recovery and retry; the acknowledgement removes the ids it
- *   stored, and moves the ones it buried to the hash `<queue>:dead:ids`
- *   (id → dead letter; recovery does the same for the items it buries); a
- *   requeued dead letter is queued again and a purged one is forgotten. So an
- *   accepted user is in the index exactly while it is not stored, and since
- *   the acknowledgement follows the commit, a user missing from the index is
- *   either stored or was never accepted: {@linkcode RedisQueue.indexed} is
- *   read before the table (see `server/user_status.ts`). Items pushed without the index (the
- *   course's `LPUSH users …`) move and are stored just the same; they only
- *   have no status until stored.
- * - Every dead letter counts once under its {@linkcode DeadLetterKind} in
- *   `<queue>:dead:counts`, in the script that adds or removes it, so counting
- *   never reads the list.
- * - Replication. Redis replicates asynchronously: a master that acknowledged
- *   a write and dies before its replicas received it loses that write when a
- *   replica takes over (Redis Cluster's or Sentinel's failover). Without
- *   `waitReplicas`, a push answered 202 can be lost that way (at most the
- *   writes of the last moments before the failover). With `waitReplicas` N,
- *   every push is followed, on the same connection, by `WAIT N timeout` (one
- *   in flight per node, covering every push sent since the last:
- *   `confirmed_write.ts`), and is confirmed only if N replicas acknowledged
- *   it: otherwise the push rejects with {@linkcode WriteUnconfirmedError}
- *   within two `WAIT` timeouts, and the API answers 503 (the user may still
- *   be stored: "unconfirmed", never "accepted and lost").
- *   A confirmed push survives the failover of its master as long as one of
- *   the N replicas that hold it is promoted (Redis Cluster promotes the most
- *   up-to-date replica). Fetches and acknowledgements are never confirmed:
- *   a failover that undoes one only delivers its items again (the insert is
- *   idempotent by id, and an acknowledgement trims only the batch whose
- *   oldest item it names), so waiting for replicas would protect nothing and
- *   would stop a shard whose promoted master has no replica from draining.
- *   The one item an undone fetch can store twice is a bare `{"name": …}`
- *   pushed straight into Redis, which gets its id in the fetch (`lua/includes/with_id.lua`):
- *   fetched again, it gets another. No 202 is such an item.
- *
- * One `RedisQueue` is one shard of the queue (`keys.ts`); `sharded_queue.ts`
- * spreads the work over every shard.
+ * What these moves guarantee: `docs/delivery.md#how-the-code-keeps-it`.
+ * `sharded_queue.ts` spreads the work over every shard.
  *
  * @module
  */
@@ -160,14 +117,10 @@ export class RedisQueue {
    * Moves up to `max` items into the consumer's processing list and returns
    * them oldest first, as a batch to acknowledge; an empty batch when there
    * is nothing; rejects with {@linkcode FencedError} when the consumer is
-   * fenced. `held` is how many items the consumer holds unacknowledged (the
-   * batch it is storing while it fetches the next one); whatever else the
-   * list holds came from a fetch whose reply was lost, and is returned again
-   * instead of new items.
+   * fenced. `held` is how many items the consumer holds unacknowledged
+   * (`lua/fetch.lua` says why).
    */
   async fetch(options: ShardFetchOptions): Promise<FetchedBatch> {
-    // Never confirmed on replicas (WAIT): a failover that undoes the move only delivers its
-    // items again, which the idempotent insert absorbs (`server-consumer/main.ts`).
     const reply = await runScript(this.#redis, { script: FETCH, ...fetchCall(this.keys, options) });
     return this.#handle(fieldsOfReply(reply, options.consumerId));
   }
@@ -213,8 +166,7 @@ export class RedisQueue {
 
   /**
    * Recovers the work of every consumer whose heartbeat expired: reads the
-   * registered consumers, then passes the script their keys (the script
-   * re-checks each one; one registered in between is seen next time).
+   * registered consumers, then passes the script their keys (`lua/recover.lua`).
    */
   async recover(maxCrashes: number, now: Date = new Date()) {
     const ids = await this.#redis.smembers(this.keys.consumers);

@@ -2,25 +2,15 @@
  * The Lua scripts that make each queue step atomic, one file each in `lua/`
  * (the file's header names its KEYS, ARGV and reply, and says why it works
  * as it does), defined here with their keys and arguments by name for
- * {@linkcode runScript} (`lua_script.ts`).
- *
- * Why scripts: a crash between two separate commands must never leave an item
- * in neither list, so every move (queue → processing, processing → retry or
- * dead letters) happens inside one script, which Redis runs atomically and logs
- * to the AOF as a unit.
+ * {@linkcode runScript} (`lua_script.ts`). Every script declares every key it
+ * touches, all of one shard's hash slot (`keys.ts`), so each runs on Redis
+ * Cluster as on a standalone Redis (`lua/recover.lua` says how the ones that
+ * visit every consumer manage).
  *
  * Why `allow-oom` on the consumer's scripts: with `maxmemory-policy noeviction`
  * a full Redis refuses writes, but draining is exactly what frees memory, so
  * the consumer's scripts must still run. The API's enqueue scripts carry no
  * such flag, so a full Redis refuses new work instead (the API answers 503).
- *
- * Every script declares every key it touches in KEYS, all of one shard (one
- * hash slot: `keys.ts`), so each runs on Redis Cluster as on a standalone
- * Redis. The scripts that visit each registered consumer (recovery, the
- * overview) cannot derive those consumers' keys from the set's members inside
- * Redis: the caller reads the members first and passes their keys, and the
- * script re-checks, atomically, what it relies on (membership, an expired
- * heartbeat), skipping a member it was not given (the next round sees it).
  *
  * @module
  */

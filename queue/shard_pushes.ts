@@ -1,6 +1,6 @@
 /**
- * The pushes of one shard: the API's side of the queue (`redis_queue.ts`
- * states the delivery contract they keep). Each push is one script that
+ * The pushes of one shard: the API's side of the queue
+ * (`docs/delivery.md#how-the-code-keeps-it`). Each push is one script that
  * pushes the users and marks them queued in the status index, does nothing
  * once past its deadline (`enqueueWithinMs`), and is followed by `WAIT`
  * when replicas must confirm it (`confirmed_write.ts`).

@@ -1,36 +1,17 @@
 /**
  * The queue over all of its shards (QUEUE_SHARDS, `keys.ts`): one
- * {@linkcode RedisQueue} per shard, and the consumer's operations spread over
- * them.
+ * {@linkcode RedisQueue} per shard. A user's shard is chosen by its id
+ * (`shardOf`), and everything that happens to it stays there. A consumer is
+ * one id registered in every shard and serves them all: each fetch starts at
+ * the next shard in turn and takes the first batch it finds, so none starves;
+ * each batch comes from one shard and is acknowledged there.
  *
- * Delivery contract over shards (each shard keeps the whole contract of
- * `redis_queue.ts` on its own keys):
- * - A user belongs to one shard, chosen by its id (`shardOf`: the millisecond
- *   of its UUIDv7, so the shards take turns millisecond by millisecond): the
- *   API pushes it there, and everything that happens to it (fetch, recovery,
- *   hand-back, dead letter, requeue, status) stays in that shard's keys.
- * - Order is FIFO per shard, not across shards: two users accepted one after
- *   the other may be stored in either order (they were already, with several
- *   consumers).
- * - A consumer is one id registered, with a heartbeat, in every shard, and
- *   serves every shard: each fetch starts at the next shard in turn and takes
- *   the first shard's batch that has items, so with fewer consumers than
- *   shards every shard still gets its turn and none starves. Each batch
- *   comes from one shard, and is acknowledged there.
- * - The batch fetched while the one in hand is stored (the consumer's
- *   overlap, `server-consumer/consumer.ts`) may come from another shard. The
- *   consumer says how many items it holds; they are the last batch this
- *   object returned, so that shard's fetch is told that count and every other
- *   shard's that the consumer holds items elsewhere: no shard then hands it a
- *   recovered item (a suspect is only held alone, as with one shard). When a
- *   shard has recovered items waiting, the fetch returns nothing and the next
- *   one, made holding nothing once the batch in hand is acknowledged, starts
- *   at that shard, so recovered items are never starved by other shards'
- *   backlogs.
- * - Fenced in any shard (its heartbeat there expired and its items there
- *   were recovered), the consumer takes a new id in every shard, as with one
- *   shard; its old id, no longer refreshed, expires in the other shards and
- *   whatever it still held there is recovered like a crashed consumer's.
+ * The batch a consumer takes ahead may come from another shard than the one
+ * in hand. So a fetch tells the shard of the last batch returned how many
+ * items the consumer holds, and every other shard that it holds items
+ * elsewhere: no shard then hands it a recovered item, which is only ever held
+ * alone. What this keeps: `docs/delivery.md#how-the-code-keeps-it`, and
+ * `docs/scaling.md#shards`.
  *
  * @module
  */
@@ -164,7 +145,8 @@ export class ShardedQueue {
         continue;
       }
       if (batch.suspectWaiting) {
-        // Taken by the next fetch, made holding nothing: start it here.
+        // Taken by the next fetch, made holding nothing: start it here, so other
+        // shards' backlogs never starve recovered items.
         this.#next = shard;
         return this.#inShard(batch, shard);
       }

@@ -1,75 +1,18 @@
 /**
  * The consumer loop: fetch a batch into this consumer's processing list,
- * decode it, store it, acknowledge it — and keep doing so through crashes,
- * outages, poison and shutdown.
+ * store it, acknowledge it once its rows are committed — and keep doing so
+ * through crashes, outages, poison and shutdown, as
+ * `docs/delivery.md#how-the-code-keeps-it` says. While one batch is inserted
+ * the next is taken and its insert started beside it, so the waits on Redis
+ * and on PostgreSQL overlap instead of adding up; each batch is still
+ * acknowledged after its own commit, in the order taken.
  *
- * Delivery contract (see also `queue/redis_queue.ts`):
- * - A batch is acknowledged only after its rows are committed, so every item
- *   taken is either stored, dead-lettered with its reason, or still held in a
- *   processing list from which it is recovered.
- * - Poison (an item that is not a valid envelope, or a row PostgreSQL refuses
- *   for its data) is dead-lettered with the reason and never blocks the loop.
- * - Transient failures (Redis or PostgreSQL down, frozen or restarting) are
- *   retried with capped exponential backoff and jitter, forever while running;
- *   they are never dead-lettered. The outage is reported when it starts and
- *   when it ends.
- * - While one batch is inserted the next is taken (the insert waits on
- *   PostgreSQL, the fetch on Redis, so the two overlap instead of adding up)
- *   once the consumer is in flow: from its second batch after starting, an
- *   idle wait or a fencing on, and while the batch in hand is full (a smaller
- *   one emptied the queue). The first batch after those is fetched alone,
- *   so consumers waking together on a small backlog share it instead of the
- *   first hoarding two batches while the others stay idle. In flow, a
- *   batch's acknowledgement carries the fetch of a batch after those taken
- *   ahead and runs during the next one's insert: one script call per batch
- *   (per user in single mode), overlapped. With one queue shard, while the
- *   queue is full, a consumer of batches of many items holds two batches
- *   beside the one in hand ({@linkcode batchesAhead}; the second comes from a
- *   fetch of its own once the acknowledgement that took the first settled),
- *   so a connection freed by a commit has the next rows waiting. Each fetch says how many items the
- *   consumer will hold besides what it takes, and every call that moves or
- *   trims the processing list is sent only once the previous one has
- *   settled, so each happens in an order the scripts expect; a repeat after
- *   a lost reply takes and trims nothing more. Nothing is fetched alongside
- *   a recovered suspect, so a poison item that crashes the process never
- *   makes new items suspects.
- * - A batch taken during an insert is stored as soon as it arrives, its
- *   insert beside the one in progress (the store's client has two
- *   connections; postgres.js pipelines a third behind one of them), so
- *   decoding it and sending its rows overlap that insert.
- *   Each batch is still acknowledged only after its own commit, and in the
- *   order the batches were taken, which is the order the acknowledgement
- *   trims the processing list in.
- * - When nothing was taken during the insert (the first batch after a
- *   pause, a batch smaller than asked for, or a suspect), the
- *   acknowledgement fetches the next batch in the same call, unless
- *   stopping.
- * - A heartbeat, refreshed on a timer independent of the work, says this
- *   consumer is alive however slow its inserts; each consumer periodically
- *   recovers the items of consumers whose heartbeat expired.
- * - On stop, the loop takes no new batch (a wait or a fetch in progress is
- *   given up at once), finishes what it holds, the batch being stored and the
- *   ones taken during its insert (or, at the shutdown deadline, gives up
- *   even a call in progress and hands all it holds back to the front of the queue),
- *   and unregisters. The hand-back itself is bounded
- *   too, so a stop ends within the deadline and {@linkcode HAND_BACK_TIMEOUT_MS}
- *   even while Redis or PostgreSQL is down or frozen: what is not handed back
- *   stays in the processing list and is recovered once the heartbeat expires.
- * - A batch counts in {@link ConsumerStats} once, when its acknowledgement is
- *   accepted: a fenced consumer's batch is redelivered and counted by whoever
- *   acknowledges it.
- *
- * The loop prints nothing: it reports what happens as {@link ConsumerEvent}s,
- * and `main.ts` decides how they are written; what it measures for the
- * metrics (batch sizes, insert times, latencies, failed calls) it reports as
- * {@link ConsumerMeasurement}s.
- *
- * The roles it wires: the fetcher (`fetcher.ts`) takes batches, the store
- * step (`store_step.ts`) inserts them and sets poison apart, the
- * acknowledger (`acknowledger.ts`) acknowledges them in order and carries the
- * next fetch, the batches held are kept in order in `in_flight.ts`, the
- * consumer's id and heartbeat in `membership.ts`, and every call is retried,
- * or given up at stop, by `retrier.ts`.
+ * It wires the roles: `fetcher.ts` takes batches, `store_step.ts` inserts them
+ * and sets poison apart, `acknowledger.ts` acknowledges them in order and
+ * carries the next fetch, `in_flight.ts` keeps the batches held in order,
+ * `membership.ts` the id and heartbeat, and `retrier.ts` retries every call or
+ * gives it up at stop. It prints nothing: it reports {@link ConsumerEvent}s
+ * and {@link ConsumerMeasurement}s, and `main.ts` decides how they are written.
  *
  * @module
  */
@@ -217,10 +160,8 @@ export class Consumer {
       this.#ended.abort();
       stopTimers();
     }
-    // Items still held (a batch abandoned at the deadline, or taken by a fetch
-    // given up at stop) go back to the front of the queue; if Redis is
-    // unreachable now, the heartbeat expires and another consumer recovers them
-    // instead. Nothing is lost either way.
+    // Items still held (a batch abandoned at the deadline, or taken by a fetch given up at
+    // stop) go back to the front of the queue; what Redis does not take back now is recovered.
     const consumerId = this.id;
     try {
       const items = await this.#retrier.within(o.queue.handBack(consumerId), {
@@ -237,7 +178,11 @@ export class Consumer {
   async #work(): Promise<void> {
     const o = this.#o;
     const inFlight = this.#inFlight;
-    /** True once a batch was acknowledged with no idle wait or fencing since (see the module doc). */
+    /**
+     * True once a batch was acknowledged with no idle wait or fencing since: only then is a batch
+     * taken ahead. The first after a pause is fetched alone, so consumers waking together on a
+     * small backlog share it instead of the first taking two batches while the others idle.
+     */
     let flowing = false;
     // A batch already taken ahead is finished even once stopping: it is in hand.
     while (!this.#retrier.stopping || inFlight.ahead !== undefined) {
@@ -259,7 +204,8 @@ export class Consumer {
       // The batch after this one is taken while this one is stored: by the
       // previous batch's acknowledgement, when it is still in flight, or by
       // an early fetch. A batch smaller than asked for emptied the queue, so
-      // an early fetch would most likely come back empty: none then.
+      // an early fetch would most likely come back empty: none then; none
+      // beside a recovered suspect either, which is held alone.
       const acking = inFlight.acking;
       const fetchEarly = acking === undefined && flowing && !batch.fromRetry &&
         batch.items.length === o.batchSize;
@@ -267,10 +213,7 @@ export class Consumer {
       // only an acknowledgement re-registers by itself.
       let fetchFenced = false;
       // The batches taken during this insert are stored as soon as they
-      // arrive, beside this one (the store's client has two connections):
-      // decoding them and sending their rows overlap this insert instead of
-      // following it. Each batch is still acknowledged only after its own
-      // commit, in the order they were taken.
+      // arrive, beside this one (the store's client has two connections).
       const taken: Promise<Acked | "none"> = acking !== undefined
         ? acking.then((after) => this.#takeAhead(after, () => fetchFenced = true))
         : fetchEarly

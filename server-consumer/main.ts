@@ -3,17 +3,11 @@
  * and `/metrics` on PORT (`health_server.ts`), opens its two Redis connections
  * (`redis_connections.ts`) and its PostgreSQL clients, brings the schema up to
  * date (`startup_migration.ts`) and runs the loop (`consumer.ts`) until a
- * SIGTERM/SIGINT, then finishes or hands back the batch in hand, closes its
- * clients and exits 0 (`lifecycle.ts`): within SHUTDOWN_TIMEOUT_MS and a few
- * seconds, inside compose's 30 s grace period, even while Redis or PostgreSQL
- * is down or frozen.
- *
- * `/readyz` answers 200 once the schema is migrated and the consumer has
- * registered, while Redis answers PING and PostgreSQL `select 1` within
- * STATEMENT_TIMEOUT_MS, until it starts stopping. It logs JSON lines
- * (`runtime/event_log.ts`; each module above names the events it writes)
- * carrying its replica id (REPLICA_ID, else the hostname), as do its metrics. With REDIS_CLUSTER_NODES both Redis clients
- * are Cluster clients; with QUEUE_SHARDS > 1 it serves every shard in turn.
+ * SIGTERM/SIGINT, then stops as `docs/delivery.md#how-the-code-keeps-it`
+ * promises (`lifecycle.ts`). `/readyz` answers 200 once migrated and
+ * registered, while Redis and PostgreSQL answer within STATEMENT_TIMEOUT_MS,
+ * until stopping. It logs JSON lines (`runtime/event_log.ts`) and labels its
+ * metrics with its replica id (REPLICA_ID, else the hostname).
  *
  * Reads env: PORT, REPLICA_ID, CONSUMER_MODE, BATCH_SIZE, HEARTBEAT_TTL_MS,
  * RECOVERY_INTERVAL_MS, MAX_CRASHES, STATEMENT_TIMEOUT_MS, BLOCK_TIMEOUT_SECONDS,
@@ -50,15 +44,9 @@ export async function main(hooks: ConsumerHooks = {}): Promise<void> {
   const postgres = postgresClients(config);
   const cluster = config.REDIS_CLUSTER_NODES !== "";
   const keys = queueShards(config.QUEUE_NAME, { shards: config.QUEUE_SHARDS, cluster });
-  // No WAIT on the consumer's moves. A failover can undo a fetch or an acknowledgement the new
-  // master never received, and either undo only delivers those users again: the insert is
-  // idempotent by id, and the acknowledgement trims only a batch whose oldest item is still at
-  // the end of the processing list. Nothing accepted depends on them, so confirming them would
-  // only stop a shard whose promoted master has no replica left from draining the 202s it holds
-  // (each WAIT there fails after its whole timeout). What they do not cover: a bare
-  // `{"name": …}` pushed straight into Redis gets its id in the fetch, so a fetch undone after
-  // its insert committed gives it a second id and a second row; an API user's id is minted
-  // before its push, so a 202 is stored once whatever is undone.
+  // No WAIT on the consumer's moves: a failover that undoes one only delivers users again, and
+  // waiting would stop a promoted master without replicas from draining
+  // (`docs/scaling.md#failover-and-redis_wait_replicas`).
   const queue = new ShardedQueue(redis.commands, { keys });
   const timeoutMs = config.STATEMENT_TIMEOUT_MS;
   const store = new PostgresStore(() => postgres.connect(storeClientOptions(timeoutMs)), timeoutMs);

@@ -1,6 +1,7 @@
 #!lua flags=allow-oom
--- Acknowledges the batch a consumer stored, records its dead letters and
--- updates the index, in one step; then, when asked, fetches the next batch.
+-- Acknowledges the batch a consumer stored, buries its dead letters and
+-- updates the status index, in one step; then, when asked, fetches the next
+-- batch as fetch.lua does.
 --
 -- KEYS[1]  consumers    the registered consumers' ids
 -- KEYS[2]  processing   this consumer's processing list
@@ -18,52 +19,23 @@
 -- ARGV[4]  oldestItem   the batch's oldest item
 -- ARGV[5]  next         the most items to fetch once acknowledged, 0 for none
 -- ARGV[6]  heldAfter    the items the consumer still holds once this batch is
---                       acknowledged: the batch fetched while this one was
---                       stored, or 0
+--                       acknowledged (the batch fetched while it was stored)
 -- ARGV[7]  storedCount  s, how many ids were stored
--- ARGV[8…]              the s ids stored, then for each dead letter three
---                       values: its user id ('' when unknown), its kind, its
---                       JSON record
+-- ARGV[8…]              the s ids stored, then three values per dead letter:
+--                       its user id ('' when unknown), its kind, its record
 --
 -- Returns 0 when the consumer is fenced (nothing acknowledged, nothing
--- fetched); otherwise 1 when next is 0, or else the next batch exactly as
--- fetch.lua returns it for a consumer holding `heldAfter` items.
+-- fetched); otherwise 1 when next is 0, else the next batch as fetch.lua
+-- returns it for a consumer holding `heldAfter` items.
 --
--- Acknowledges the oldest `count` items of the processing list (the batch
--- just handled: each fetch pushes at the left, so the oldest batch is at the
--- right) and records its dead letters, in one step. A fenced consumer
--- acknowledges nothing: its items were already handed to others, who will
--- bury them too.
---
--- The batch's oldest item must be the one at the right end: otherwise this
--- is a repeat of an acknowledgement that ran but whose reply was lost (a
--- command timed out client-side and ran when Redis resumed, say), and it
--- acknowledges nothing, so no letter is buried twice and, above all, nothing
--- else is trimmed: the list may already hold the next batch, fetched while
--- this one was stored, and trimming `count` items again would drop its
--- oldest unstored. (The API's payloads carry their user's id, so two of them
--- are never the same string; only the same payload pushed twice can be, and
--- then either copy carries the whole of what the other does.)
---
--- Why the fetch rides on the acknowledgement: the consumer needs its next
--- batch either way, and one script call instead of two is one round trip,
--- one EVALSHA and one `MULTI … EXEC` in the append-only file less per batch
--- (per user, in single mode). The fetch part is fetch.lua's, repeat rule
--- included: a call repeated after a lost reply acknowledges nothing more and
--- returns the batch that reply carried.
---
--- The index, in the same step: a stored id leaves the queued set (this runs
--- only after PostgreSQL committed, so from the moment the id is gone the row
--- is there: the status lookup reads the index first and PostgreSQL second,
--- and can never miss a user between the two); a buried id moves from the
--- queued set to the dead ids with its record, but only if it was queued (an
--- item pushed without the index, the course's raw LPUSH, leaves nothing
--- behind). The stored ids leave first, so an id both stored and buried in
--- one batch (an id clash) reads as stored, which it is. Each dead letter
--- counts once under its kind, and `stored` counts the rows acknowledged.
---
--- `allow-oom`: a full Redis (`maxmemory-policy noeviction`) refuses writes,
--- but the consumer's draining is what frees memory, so its scripts still run.
+-- Why the oldest item is checked: each fetch pushes at the left, so the batch
+-- is the `count` items at the right end. When the item there is not the
+-- batch's oldest, this call repeats one whose reply was lost, and trimming
+-- again would drop the oldest of the batch fetched meanwhile, so it
+-- acknowledges nothing (two items are the same string only when one payload
+-- was pushed twice, and then either copy stands for the other). The fetch
+-- rides on the acknowledgement because the consumer needs it either way: one
+-- script call, round trip and AOF entry per batch instead of two.
 
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
 if redis.call('LINDEX', KEYS[2], -1) == ARGV[4] then
@@ -76,6 +48,8 @@ if redis.call('LINDEX', KEYS[2], -1) == ARGV[4] then
     redis.call('HINCRBY', KEYS[8], 'stored', stored)
     redis.call('HINCRBY', KEYS[8], 'stored:' .. ARGV[1], stored)
   end
+  -- After the stored ids, so an id both stored and buried (a clash) reads as
+  -- stored; only a queued id has an entry to move (a raw LPUSH has none).
   for i = 8 + stored, #ARGV, 3 do
     local id, kind, record = ARGV[i], ARGV[i + 1], ARGV[i + 2]
     redis.call('LPUSH', KEYS[4], record)

@@ -1,7 +1,10 @@
 #!lua flags=allow-oom
 -- One chunk of a requeue or a purge of dead letters: examines the `window`
 -- oldest dead letters not yet examined and takes those that match, in one
--- atomic step.
+-- atomic step. A requeued payload goes to the left of the main list like a
+-- new arrival (past QUEUE_MAX_LENGTH if need be: it was already in Redis'
+-- memory), its crash count cleared and its id queued again; a purged one is
+-- dropped with its dead id. Either way its kind's count goes down.
 --
 -- KEYS[1] dead        the dead letters
 -- KEYS[2] queue       the main list
@@ -21,26 +24,12 @@
 -- Returns {taken, next cursor, done}, done 1 once the newest record was
 -- examined, else 0.
 --
--- Requeued payloads go to the left of the main list, oldest first, like new
--- arrivals (past QUEUE_MAX_LENGTH if need be: they were already in Redis'
--- memory), with their crash counts cleared and their ids back from the dead
--- ids to the queued ones; purged ones are dropped with their dead id. Either
--- way the count of their kind goes down (a kind's field is deleted at zero).
---
 -- Why a cursor from the oldest end: new dead letters arrive at the left, so
 -- positions counted from the right stay put between chunks. The caller loops
 -- until done; an interruption between chunks leaves every record either
--- still dead or requeued, never both nor neither, and a rerun from cursor 0
--- just re-examines what it kept. The taken records are removed by
--- overwriting them with a marker and one LREM from the right, which stops
--- after the last one: a chunk costs O(cursor + window), so a filtered run
--- over N dead letters costs O(N²/window) list steps in all (5 million for
--- 100,000 letters in windows of 1,000), which an operator's occasional
--- command can afford; taking everything from the oldest end is O(window) per
--- chunk, with one LTRIM.
---
--- `allow-oom`: purging is what frees memory, and a requeue only moves what
--- Redis already holds, so an operator can run either on a full Redis.
+-- still dead or taken, never both nor neither, and a rerun from cursor 0 only
+-- re-examines what it kept. Chunks keep each step short for Redis' other
+-- clients (`dead_letters.ts` gives the cost).
 
 local action, cursor, window, kind = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local wanted = nil
@@ -80,6 +69,8 @@ end
 if #taken == #records and stop == length - 1 then
   if start == 0 then redis.call('DEL', KEYS[1]) else redis.call('LTRIM', KEYS[1], 0, start - 1) end
 elseif #taken > 0 then
+  -- Marked, then removed by one LREM from the right, which stops after the
+  -- last: O(cursor + window) per chunk, where taking all is one LTRIM.
   for _, index in ipairs(taken) do redis.call('LSET', KEYS[1], index, marker) end
   redis.call('LREM', KEYS[1], -#taken, marker)
 end

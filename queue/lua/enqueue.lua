@@ -1,33 +1,25 @@
 #!lua
 -- Pushes users at the left of the main list, in order, and adds their ids to
--- the queued set: all of them, or as many of the first as fit.
+-- the queued set.
 --
 -- KEYS[1] queue      the main list
 -- KEYS[2] queuedIds  the ids accepted and not yet stored
 -- ARGV[1] deadline   ms since the epoch, 0 for none
 -- ARGV[2] maxLength  the most items the main list may hold
--- ARGV[3] mode       'all' or 'fit'
+-- ARGV[3] mode       when not all fit: 'all' pushes none, 'fit' as many of
+--                    the first as fit (the API's grouped pushes, each
+--                    request refused or accepted as if pushed alone)
 -- ARGV[4] count      n, how many users
 -- ARGV[5…]           the n payloads, then their n user ids
 --
 -- Returns how many were pushed, or -2 when Redis ran the script after the
 -- deadline (nothing pushed; includes/past_deadline.lua says why).
 --
--- When not all fit under the bound, mode 'all' pushes none and mode 'fit'
--- pushes as many of the first as fit (the API's grouped pushes: each request
--- of the group that fits is accepted, the rest are refused as "full", exactly
--- as if each had been pushed alone, in order).
---
--- Why the ids travel beside the payloads: Redis need not decode any JSON on
--- the hot path, and the index entry exists from the very moment the push does
--- (the API answers 202 only after this script ran), so a `GET /users/<id>`
--- after the 202 always finds the user. This SADD is the index's whole cost on
--- the ingest path, and most of that is writing a second command to the
--- append-only file.
---
--- No `allow-oom` flag: with `maxmemory-policy noeviction` a full Redis refuses
--- new work instead (the API answers 503), while the consumer's scripts, which
--- free memory, still run.
+-- Why the ids travel beside the payloads: Redis decodes no JSON on the hot
+-- path, and the index entry exists from the moment the push does (the API
+-- answers 202 only after this script ran), so a `GET /users/<id>` after the
+-- 202 always finds the user. This SADD is the index's whole cost on the
+-- ingest path, mostly a second command written to the append-only file.
 
 -- @include "includes/past_deadline.lua"
 

@@ -16,8 +16,7 @@
 -- Returns -2 when Redis ran the script after the deadline (nothing done;
 -- includes/past_deadline.lua says why), 0 when the queue is full and the key
 -- is new (nothing done), or {status, id}:
---   1  pushed under this call's id, the record written in the same step, so
---      a key is never recorded without its push or the other way round;
+--   1  pushed under this call's id, with its record;
 --   2  the key was queued before, for the same name, under that id (nothing
 --      pushed);
 --   3  the key was queued before for another name, under that id (nothing
@@ -27,10 +26,6 @@
 -- this connection's own is what WAIT counts replicas for, so a 202 for a key
 -- first pushed under a 503 "unconfirmed" waits, like a push, for that push to
 -- be on enough replicas (a replica's stream is in order).
---
--- No `allow-oom` flag: with `maxmemory-policy noeviction` a full Redis refuses
--- new work instead (the API answers 503), while the consumer's scripts, which
--- free memory, still run.
 
 -- @include "includes/past_deadline.lua"
 

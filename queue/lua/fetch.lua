@@ -12,37 +12,21 @@
 -- ARGV[4] holdingElsewhere  '1' when it holds a batch in another shard's
 --                           list, '0' otherwise
 --
--- Returns -1 when the consumer is no longer registered (its heartbeat expired
--- and its work was recovered: it must not take more under that id);
--- otherwise {1, item} for one recovered item (suspects are retried one at a
--- time so a poison item cannot take a batch down with it), {2} when a
--- recovered item waits and this consumer holds something (below), or
--- {0, items…} with up to max items from the main list, newest first, now
--- also in the processing list.
+-- Returns -1 when the consumer is fenced (it must take nothing more under
+-- that id); otherwise {1, item}, one recovered item, for a consumer holding
+-- nothing; {2}, nothing, when a recovered item waits and the consumer holds
+-- something; or {0, items…}, newest first, now also in the processing list:
+-- up to max items of the main list, or again those of a fetch whose reply
+-- was lost.
 --
--- The items go into the processing list oldest at the right, the end the
--- acknowledgement trims from. A consumer holds the batch it is storing (at
--- the right) and those it took ahead (to the left), fetched while the first
--- is being inserted, or taken in the same move as the first, whose oldest
--- items the first batch then is; ARGV[3] says how many items it holds.
--- (Oldest at the right also makes a hand-back, which puts the list back at
--- the front of the queue, keep FIFO.)
--- A recovered item is handed only to a consumer holding nothing, so a suspect
--- is never held beside other items: a fetch made while holding a batch (in
--- this shard's list or another's) gets nothing, {2}, when the retry list is
--- not empty, and the consumer fetches again once its batch is acknowledged.
---
--- The consumer says how many items it holds; anything beyond that belongs to
--- a fetch whose reply it never got (the command timed out client-side but ran
--- when Redis resumed, or Redis died between its AOF write and the reply) and
--- which it is now repeating: those same items are returned again, newest
--- first. Stacking a further batch on them would make an acknowledgement,
--- which trims by count from the oldest end, drop a batch unstored. (A re-sent
--- recovered item comes back as {0, item}, so its crash count is not cleared;
--- it only matters if it crashes consumers again.)
---
--- `allow-oom`: a full Redis (`maxmemory-policy noeviction`) refuses writes,
--- but the consumer's draining is what frees memory, so its scripts still run.
+-- Why `held`: items go in at the left, so the processing list holds the
+-- consumer's batches oldest at the right, the end an acknowledgement trims
+-- by count (and from which a hand-back keeps FIFO). Items beyond the `held`
+-- the consumer knows of came from a fetch whose reply it never got; a new
+-- batch stacked on them would have an acknowledgement trim them unstored, so
+-- they are returned again instead. A recovered item, a suspect, is only ever
+-- held alone, so a poison item that crashes the process makes no other item
+-- a suspect.
 
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end
 local retry, queue, processing = KEYS[2], KEYS[3], KEYS[4]

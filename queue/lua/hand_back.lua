@@ -1,6 +1,7 @@
 #!lua flags=allow-oom
 -- A consumer's graceful exit: returns whatever it still holds to the
--- consuming end of the main list and unregisters it.
+-- consuming end of the main list and unregisters it (dropping its
+-- `stored:<id>` counter).
 --
 -- KEYS[1] consumers   the registered consumers' ids
 -- KEYS[2] heartbeat   this consumer's heartbeat
@@ -12,17 +13,11 @@
 --
 -- Returns how many items went back.
 --
--- The items go back to the right of the main list, so they are next out, in
--- their original order, and stay queued in the index. The consumer's
--- `stored:<id>` counter is dropped with its registration.
---
--- The items' crash counts are cleared: a graceful stop is not a crash, and an
--- item recovered from a crashed consumer and then handed back would otherwise
--- keep its count in the hash for good (it is cleared only when acknowledged
--- as taken from the retry list, which a handed-back item no longer is).
---
--- `allow-oom`: a full Redis (`maxmemory-policy noeviction`) refuses writes,
--- but the consumer's draining is what frees memory, so its scripts still run.
+-- Why the right end and the crash counts cleared: the items are next out, in
+-- their original order, and stay queued in the index. A graceful stop is no
+-- crash, and a recovered item handed back would otherwise keep its count for
+-- good (a count is cleared only when its item is acknowledged as taken from
+-- the retry list, which a handed-back item no longer is).
 
 local items = redis.call('LRANGE', KEYS[3], 0, -1)
 for i = 1, #items, 1000 do

@@ -6,12 +6,8 @@
 -- ARGV[1] consumerId  this consumer's id
 -- ARGV[2] ttlMs       how long the heartbeat lives from now, in ms
 --
--- Returns 1, or 0 (and extends nothing) if the consumer was declared dead in
--- the meantime: its work was recovered, and it must re-register under a new
--- id.
---
--- `allow-oom`: a full Redis (`maxmemory-policy noeviction`) refuses writes,
--- but the consumer's draining is what frees memory, so its scripts still run.
+-- Returns 1, or 0 (and extends nothing) when the consumer was fenced in the
+-- meantime: its work was recovered, and it must re-register under a new id.
 
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])

@@ -10,20 +10,20 @@
 -- KEYS[6] stats       the `stored` counters
 -- KEYS[7…]            for each consumer to show, its processing list and its
 --                     heartbeat
--- ARGV[1…]            those consumers' ids, in the order of their keys (the
---                     members of the consumers set, read just before; one no
---                     longer registered is left out)
+-- ARGV[1…]            those consumers' ids, in the order of their keys (one
+--                     no longer registered is left out)
 --
 -- Returns {queued, retry, dead, oldest item or false, {id, processing, ttl,
--- stored}…, counts…, stats…, oldest retried item or false}: the lengths of
--- the lists, the oldest queued item, each registered consumer's processing
+-- stored}…, counts…, stats…, oldest retried item or false}: the lists'
+-- lengths, the oldest queued item, each registered consumer's processing
 -- length, heartbeat TTL (ms, -2 once expired) and stored counter, the
 -- dead-letter counts and stats hashes (field, value, …), and the oldest
 -- retried item.
 --
--- `no-writes`, so it runs on a full Redis too; and it touches no item but the
--- oldest queued and the oldest retried one, so it is cheap whatever the
--- backlog. Why the caller passes the consumers' keys: recover.lua.
+-- Why `no-writes` and so few reads: it runs on a full Redis too, and it
+-- touches no item but the oldest queued and retried ones, so it is cheap
+-- whatever the backlog. Why the caller passes the consumers' keys:
+-- recover.lua.
 
 local consumers = {}
 for c = 1, #ARGV do

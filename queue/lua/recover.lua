@@ -1,5 +1,10 @@
 #!lua flags=allow-oom
--- Recovers the work of every consumer given whose heartbeat has expired.
+-- Recovers the work of every consumer given that is still registered and
+-- whose heartbeat expired: counts one crash against each item it held and
+-- moves the item to the retry list, or, once it has crashed `maxCrashes`
+-- consumers, to the dead letters (kind `consumer_crashed`, its id moved from
+-- the queued ids to the dead ones); then unregisters the consumer (dropping
+-- its `stored:<id>` counter).
 --
 -- KEYS[1] consumers   the registered consumers' ids
 -- KEYS[2] retry       the items recovered from crashed consumers
@@ -19,25 +24,12 @@
 -- Returns {recovered, buried, consumers}: the items moved to the retry list,
 -- the items buried, the consumers unregistered.
 --
--- For every consumer given that is still registered and whose heartbeat has
--- expired (both checked here, atomically with the moves): counts one crash
--- against each item it held, moves the item to the retry list, or to the
--- dead letters (kind `consumer_crashed`) once it has crashed `maxCrashes`
--- consumers, and unregisters the consumer (dropping its `stored:<id>`
--- counter).
---
 -- Why the caller passes the consumers' keys: a script must declare every key
 -- it touches (all of one shard's hash slot), so it cannot derive them from
 -- the set's members inside Redis. The caller reads the members first; this
--- script re-checks membership and the expired heartbeat, and a consumer
--- registered in between, not given, is seen by the next round.
---
--- A retried item stays queued in the index. A buried one is decoded here,
--- only to find its id (rare, so the JSON decoding is affordable), and moves
--- from the queued ids to the dead ids if it was queued.
---
--- `allow-oom`: a full Redis (`maxmemory-policy noeviction`) refuses writes,
--- but the consumer's draining is what frees memory, so its scripts still run.
+-- script re-checks membership and the expired heartbeat atomically with the
+-- moves, and a consumer registered in between, not given, is seen by the
+-- next round.
 
 local recovered, buried, dead_consumers = 0, 0, 0
 local max_crashes = tonumber(ARGV[1])
@@ -53,6 +45,7 @@ for c = 3, #ARGV do
       local crashes = redis.call('HINCRBY', KEYS[4], sha, 1)
       if crashes >= max_crashes then
         redis.call('HDEL', KEYS[4], sha)
+        -- Decoded only for its id: rare, so the JSON decoding is affordable.
         local ok, decoded = pcall(cjson.decode, item)
         local user_id = nil
         if ok and type(decoded) == 'table' and type(decoded.id) == 'string' then

@@ -7,9 +7,6 @@
 -- ARGV[2] ttlMs       how long the heartbeat lives, in ms
 --
 -- Returns 1.
---
--- `allow-oom`: a full Redis (`maxmemory-policy noeviction`) refuses writes,
--- but the consumer's draining is what frees memory, so its scripts still run.
 
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])

@@ -6,12 +6,11 @@
 -- otherwise the script goes on.
 --
 -- Why a deadline: a client that gives up waiting (the API answers 503 after
--- REDIS_TIMEOUT_MS) cannot take back a command it already sent. When Redis is
--- frozen or stalled, those commands sit in its socket buffer and run once it
--- resumes, queueing users who were told 503, and stored twice if they
--- retried. With a deadline earlier than the client's timeout, a late push
--- does nothing. The deadline is read against Redis' clock (TIME), so this
--- assumes the API's clock and Redis' agree to well within the margin.
+-- REDIS_TIMEOUT_MS) cannot take back a command it sent. A frozen Redis runs
+-- such commands once it resumes, which would queue users told 503, twice if
+-- they retried; with a deadline before the client's timeout, a late push does
+-- nothing. It is read on Redis' clock (TIME), so the API's clock and Redis'
+-- must agree to well within the margin.
 
 local deadline = tonumber(ARGV[1])
 if deadline > 0 then

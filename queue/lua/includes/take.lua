@@ -3,13 +3,15 @@
 --
 -- Reads   the locals `retry`, `queue`, `processing` (keys), `max`, `held`
 --         (numbers) and `elsewhere` (boolean).
--- Returns the script's reply, as fetch.lua describes it: {0, items…} taken
--- or taken again, {1, item} recovered, {2} nothing while a suspect waits.
--- Items taken from the main list pass through `with_id` on their way.
+-- Returns the script's reply, as fetch.lua describes it. Items taken from
+-- the main list pass through `with_id` on their way.
 
 -- @include "includes/with_id.lua"
 
 local unknown = redis.call('LLEN', processing) - held
+-- The items of a fetch whose reply was lost, again (fetch.lua says why). A
+-- recovered one comes back as {0, item}, so its crash count stays: that only
+-- matters if it crashes consumers again.
 if unknown > 0 then
   return {0, redis.call('LRANGE', processing, 0, unknown - 1)}
 end
