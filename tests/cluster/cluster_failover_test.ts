@@ -380,9 +380,9 @@ for (const shards of [3, 6]) {
  * stored at most once, and only under an id one of its 503s named (`settleKeyed`); and only
  * keys of the `orphaned` shards are given up: every 503 of a key given up named an id of theirs.
  * docs/scaling.md, "Failover and `REDIS_WAIT_REPLICAS`": until a replica joins the promoted
- * master, "the shards refuse", and "a client that retries with its `Idempotency-Key` makes no
- * second user"; docs/delivery.md, "What each answer means for the client": with a key, "at most
- * once per key".
+ * master, "the shards refuse", and of a keyed client, "if it gives up, its user is usually stored
+ * anyway, once, under that id"; docs/delivery.md, "What each answer means for the client": with a
+ * key, "at most once per key".
  */
 async function settleLeftDeadKeys(
   { stage, keyed, orphaned }: {

@@ -80,28 +80,29 @@ function accounting(outcomes: readonly Outcome[], stored: number): string {
 }
 
 /**
- * README, "How the containers behave": while Traefik still lists a replica that has just died, a
- * request waits up to its 1 s dial timeout and its retries (about 2.5 s) before another replica
- * answers it; the window is how long Traefik takes to drop it (its Docker provider applies an exit
- * at most every 2 s, its health check runs every second).
+ * docs/operations.md, "How the containers behave": while Traefik still lists a replica that has
+ * just died, a request waits up to its 1 s dial timeout and its retries (about 2.5 s) before
+ * another replica answers it; the window is how long Traefik takes to drop it (its Docker provider
+ * applies an exit at most every 2 s, its health check runs every second).
  */
 const DEAD_REPLICA = { forMs: 3_000, slowerByMs: 3_500 } as const;
 /**
- * README, "How the containers behave": after Redis is back, the replicas reconnect (at most a
- * second apart) and Traefik's next 1 s check finds them ready; until then its own 503 answers.
+ * docs/operations.md, "How the containers behave": after Redis is back, the replicas reconnect (at
+ * most a second apart) and Traefik's next 1 s check finds them ready; until then its own 503
+ * answers.
  */
 const REDIS_BACK_MS = 5_000;
 /**
- * README, "How the containers behave": once Docker reports a replica healthy, Traefik's Docker
- * provider applies it at most 2 s later and its own health check runs every second.
+ * docs/operations.md, "How the containers behave": once Docker reports a replica healthy, Traefik's
+ * Docker provider applies it at most 2 s later and its own health check runs every second.
  */
 const TRAEFIK_SETTLES_MS = 3_000;
 
 /**
- * The names that may be stored although the client was not told 202: README, "The API": a 503
- * `queue_unavailable` can follow a push Redis ran (its reply cut off by a broken connection), so
- * such a user may be stored once. Only inside a fault that explains that answer; every other 503
- * (Traefik's own, `queue_full`) never pushed and stores nothing.
+ * The names that may be stored although the client was not told 202: docs/api.md, "The rules of
+ * POST /users": a 503 `queue_unavailable` can follow a push Redis ran (its reply cut off by a
+ * broken connection), so such a user may be stored once. Only inside a fault that explains that
+ * answer; every other 503 (Traefik's own, `queue_full`) never pushed and stores nothing.
  */
 function mayBeStored(outcomes: readonly Outcome[], faults: readonly Fault[]): string[] {
   return outcomes.filter((o) =>
@@ -632,7 +633,8 @@ Deno.test({
     // Every replica restarted is "starting" for Docker until its first passing check (3 s apart),
     // and Traefik's Docker provider routes only to healthy ones: its own 503 may answer until the
     // last of them turns healthy and the provider applies it (at most every 2 s), plus Traefik's
-    // next 1 s check. README, "How the containers behave": no replica ready, 503 with Retry-After.
+    // next 1 s check. docs/operations.md, "How the containers behave": no replica ready, 503 with
+    // Retry-After.
     await waitFor("every API replica healthy again", async () => {
       const servers = await project.containers("server");
       return servers.length > 0 && servers.every((c) => c.health === "healthy");
@@ -643,9 +645,9 @@ Deno.test({
     polling = false;
     await poller;
     // A replica being stopped serves every request it gets until its listener closes, and a
-    // refused connection is retried on another (README, "How the containers behave"); with every
-    // replica stopping at once, Traefik answers its own 503 until one is ready again. Nothing
-    // else: no cut connection, no 502, no API refusal.
+    // refused connection is retried on another (docs/operations.md, "How the containers behave");
+    // with every replica stopping at once, Traefik answers its own 503 until one is ready again.
+    // Nothing else: no cut connection, no 502, no API refusal.
     const faults: Fault[] = [{
       what: "every API replica restarting",
       from: restartAt,

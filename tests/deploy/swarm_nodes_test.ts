@@ -8,9 +8,9 @@
  * starts its tasks on the other two, and every 202 still ends as exactly one row.
  *
  * Without IPVS there are no virtual IPs or routing mesh: every service uses DNS round robin and
- * Traefik publishes its port in host mode, balancing over the tasks' own addresses (README,
- * "Docker Swarm"). The tests run in file order; the last removes the engines and everything of
- * theirs.
+ * Traefik publishes its port in host mode, balancing over the tasks' own addresses
+ * (docs/operations.md, "Docker Swarm"). The tests run in file order; the last removes the engines
+ * and everything of theirs.
  *
  * @module
  */
@@ -48,7 +48,10 @@ const REPLICAS = {
 let swarm: SwarmNodes | undefined;
 let deployFailed: Error | undefined;
 const summary: string[] = [];
-/** README, "Docker Swarm": how soon Traefik stops sending to a lost node (two 1 s checks, a margin). */
+/**
+ * docs/operations.md, "Docker Swarm": how soon Traefik stops sending to a lost node (two 1 s
+ * checks, a margin).
+ */
 const NODE_LOSS_NOTICED_MS = 2_500;
 
 function note(line: string): void {
@@ -334,11 +337,11 @@ Deno.test({
     });
     const stored = await rows("nodeloss");
     const report = checkDelivery(outcomes, stored);
-    // README, "Docker Swarm": Traefik stops sending to a dead node's replicas within a second or
-    // two (its health check runs every second with a 1 s timeout); a request already on its way
-    // there never gets an answer, and Traefik answers 504 after its 3 s responseHeaderTimeout
-    // (traefik.yml). So the only answers other than 202 are those cut in that window, at most
-    // every request sent during it, and none waits longer than that timeout.
+    // docs/operations.md, "Docker Swarm": Traefik stops sending to a dead node's replicas within a
+    // second or two (its health check runs every second with a 1 s timeout); a request already on
+    // its way there never gets an answer, and Traefik answers 504 after its 3 s
+    // responseHeaderTimeout (traefik.yml). So the only answers other than 202 are those cut in that
+    // window, at most every request sent during it, and none waits longer than that timeout.
     const loss: Fault = {
       what: "a worker lost",
       from: lostAt,

@@ -380,7 +380,7 @@ Deno.test({
     const outcomes = [...keepAlive!, ...fresh!];
     const report = checkDelivery(outcomes, [...await rows("rolling"), ...await rows("rollfresh")]);
     const failed = (list: typeof outcomes) => list.filter((o) => o.kind !== "accepted");
-    // Nor a slow answer: README, "How the containers behave": every answer within
+    // Nor a slow answer: docs/operations.md, "How the containers behave": every answer within
     // REDIS_TIMEOUT_MS and half a second more, with no fault to allow more.
     const slow = outcomes.filter((o) => o.ms > ANSWER_THROUGH_TRAEFIK_MS);
     const line = `swarm: rolling update of 3 API replicas in ${update.ms} ms under 150 req/s: ` +

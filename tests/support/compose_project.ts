@@ -370,8 +370,9 @@ export class ComposeProject {
 }
 
 /**
- * README, "How the containers behave": through Traefik every answer comes within REDIS_TIMEOUT_MS
- * (project.env) and half a second more (the extra hop and scheduling on a busy machine).
+ * docs/operations.md, "How the containers behave": through Traefik every answer comes within
+ * REDIS_TIMEOUT_MS (project.env) and half a second more (the extra hop and scheduling on a busy
+ * machine).
  */
 export const ANSWER_THROUGH_TRAEFIK_MS = Number(projectEnv().REDIS_TIMEOUT_MS) + 500;
 

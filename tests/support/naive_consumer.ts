@@ -3,7 +3,9 @@
  * item, INSERT it, repeat. The pop removes the item from Redis before the row
  * exists, so a crash between the two loses it. The suite SIGKILLs this
  * consumer the way it kills the real one and expects its checker to report
- * losses: proof that the checker can see a loss at all.
+ * losses: proof that the checker can see a loss at all. Holding one item at a
+ * time, it loses at most one per SIGKILL and stores nothing twice, so with
+ * every request answered 202 a loss beyond that is not this consumer's.
  *
  * Test-only; never shipped. Run as a process of its own with `startNaiveConsumer`.
  * Like the services it says when it is ready with one JSON event on a line,
