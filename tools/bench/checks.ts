@@ -157,17 +157,18 @@ export function checkResults(results: BenchResults): Check[] {
         phase: "End to end",
         rule: `${run.offered} req/s: requests not sent ≤ ${
           UNSENT_SHARE_MAX * 100
-        }% of those asked (below Traefik's ceiling, oha's connections wait on no answer for long)`,
+        }% of those asked (more: every oha connection waited on an answer)`,
         measured: `${run.load.dropped} of ${asked} not sent`,
         ok: run.load.dropped <= UNSENT_SHARE_MAX * asked,
       }, {
         phase: "End to end",
         rule:
           `${run.offered} req/s: every answer within REDIS_TIMEOUT_MS + ${ANSWER_SLACK_MS} ms = ${boundMs} ms from its due time (docs/delivery.md: every answer is prompt)`,
-        measured: `slowest ${run.load.slowestMs.toFixed(0)} ms, p99 ${
-          run.load.latencyMs.p99.toFixed(0)
+        // Rounded with Math.round, which gives NaN rather than throwing for a run recorded
+        // before the slowest answer was; NaN holds no bound.
+        measured: `slowest ${Math.round(run.load.slowestMs)} ms, p99 ${
+          Math.round(run.load.latencyMs.p99)
         } ms`,
-        // NaN (no slowest answer reported) holds no bound.
         ok: run.load.slowestMs <= boundMs,
       });
     }

@@ -132,7 +132,7 @@ Deno.test("checkResults() reports, without failing, 503s of any cause at Traefik
 const unsentRule = (rate: number) =>
   `End to end: ${rate} req/s: requests not sent ≤ ${
     UNSENT_SHARE_MAX * 100
-  }% of those asked (below Traefik's ceiling, oha's connections wait on no answer for long)`;
+  }% of those asked (more: every oha connection waited on an answer)`;
 
 Deno.test("checkResults() bounds the requests not sent below Traefik's ceiling", async () => {
   const results = await quickResults();

@@ -81,7 +81,8 @@ function columnsTable<R>(rows: readonly R[], columns: readonly Column<R>[]): str
 }
 
 const pct = (ratio: number) => `${(ratio * 100).toFixed(0)}%`;
-const ms = (value: number) => value.toFixed(value < 10 ? 2 : 1);
+/** Milliseconds; "—" for a figure a run did not record (one from before it was measured). */
+const ms = (value: number) => Number.isFinite(value) ? value.toFixed(value < 10 ? 2 : 1) : "—";
 const cores = (value: number) => value.toFixed(2);
 
 function verdictMark(met: boolean | undefined): string {
