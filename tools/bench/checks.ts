@@ -158,7 +158,10 @@ export function checkResults(results: BenchResults): Check[] {
         rule: `${run.offered} req/s: requests not sent ≤ ${
           UNSENT_SHARE_MAX * 100
         }% of those asked (more: every oha connection waited on an answer)`,
-        measured: `${run.load.dropped} of ${asked} not sent`,
+        // With what the generator and the machine used: whose CPU ran out, if any.
+        measured: `${run.load.dropped} of ${asked} not sent; oha used ${
+          run.cores.generator.toFixed(2)
+        } cores, the machine ${run.cores.machine.toFixed(2)}`,
         ok: run.load.dropped <= UNSENT_SHARE_MAX * asked,
       }, {
         phase: "End to end",
