@@ -22,10 +22,12 @@
  *   replica that did not confirm, no API replica ready), and the cause the
  *   records give it (refusals.ts) does not excuse it here. At the ceiling, a
  *   503 whose cause is recorded is reported, one no record accounts for too;
- * - end to end below Traefik's ceiling, oha sent what it was asked (all but
- *   {@linkcode UNSENT_SHARE_MAX}) and every answer came within
- *   REDIS_TIMEOUT_MS + {@linkcode ANSWER_SLACK_MS}, the bound
- *   docs/delivery.md's "Every answer is prompt" holds every answer to;
+ * - end to end, at the lowest rate and at every rate the run calls sustained,
+ *   oha sent what it was asked (all but {@linkcode UNSENT_SHARE_MAX}) and
+ *   every answer came within REDIS_TIMEOUT_MS + {@linkcode ANSWER_SLACK_MS},
+ *   the bound docs/delivery.md's "Every answer is prompt" holds every answer
+ *   to (past what the stack sustains, requests wait in oha and answers come
+ *   late: that is the measurement "not sustained", not a broken promise);
  * - the queue never outgrew QUEUE_MAX_LENGTH under overload;
  * - the run checked something: a run whose phases gave no check fails.
  *
@@ -123,6 +125,10 @@ export function checkResults(results: BenchResults): Check[] {
     // The ladder's top rung is the ceiling, rounded as the ladder rounds it.
     const ceilingRate = ladderRates(endToEnd.ceiling, [1])[0]!;
     const boundMs = endToEnd.redisTimeoutMs + ANSWER_SLACK_MS;
+    const lowest = endToEnd.runs.reduce<RateRun | undefined>(
+      (low, run) => low === undefined || run.offered < low.offered ? run : low,
+      undefined,
+    );
     for (const run of endToEnd.runs) {
       const belowCeiling = run.offered < ceilingRate;
       checks.push({
@@ -141,39 +147,14 @@ export function checkResults(results: BenchResults): Check[] {
         });
         continue;
       }
-      const asked = Math.round(run.offered * endToEnd.plan.seconds);
-      const { api, traefik: traefikOwn, unexplained } = run.refusals;
-      const queueFull = api.full === 0 || run.maxBacklog >= endToEnd.queueMaxLength;
-      checks.push({
-        phase: "End to end",
-        rule:
-          `${run.offered} req/s: every answer 202, or a 503 queue_full with the backlog at QUEUE_MAX_LENGTH (no fault injected)`,
-        measured: `${
-          answersMeasured(run)
-        }; backlog ≤ ${run.maxBacklog} of ${endToEnd.queueMaxLength}`,
-        ok: run.load.failed === 0 && unexplained === 0 && traefikOwn === 0 &&
-          api.unavailable === 0 && api.unconfirmed === 0 && queueFull,
-      }, {
-        phase: "End to end",
-        rule: `${run.offered} req/s: requests not sent ≤ ${
-          UNSENT_SHARE_MAX * 100
-        }% of those asked (more: every oha connection waited on an answer)`,
-        // With what the generator and the machine used: whose CPU ran out, if any.
-        measured: `${run.load.dropped} of ${asked} not sent; oha used ${
-          run.cores.generator.toFixed(2)
-        } cores, the machine ${run.cores.machine.toFixed(2)}`,
-        ok: run.load.dropped <= UNSENT_SHARE_MAX * asked,
-      }, {
-        phase: "End to end",
-        rule:
-          `${run.offered} req/s: every answer within REDIS_TIMEOUT_MS + ${ANSWER_SLACK_MS} ms = ${boundMs} ms from its due time (docs/delivery.md: every answer is prompt)`,
-        // Rounded with Math.round, which gives NaN rather than throwing for a run recorded
-        // before the slowest answer was; NaN holds no bound.
-        measured: `slowest ${Math.round(run.load.slowestMs)} ms, p99 ${
-          Math.round(run.load.latencyMs.p99)
-        } ms`,
-        ok: run.load.slowestMs <= boundMs,
-      });
+      checks.push(answersCheck(run, endToEnd.queueMaxLength));
+      // Past what the stack sustains, requests wait in oha and answers come late: that is how a
+      // rate reads "not sustained", a measurement, not a broken promise. The lowest rate (an
+      // eighth of Traefik's ceiling) must be carried on any machine the stack runs on, so it and
+      // every rate the report calls sustained are held to what was sent and to the answer bound.
+      if (run.sustained || run === lowest) {
+        checks.push(...timingChecks(run, Math.round(run.offered * endToEnd.plan.seconds), boundMs));
+      }
     }
   }
   if (growth) {
@@ -202,6 +183,49 @@ export function checkResults(results: BenchResults): Check[] {
     });
   }
   return checks;
+}
+
+/**
+ * Below the ceiling: every answer a 202, or a 503 `queue_full` with the backlog at its bound. The
+ * benchmark injects no fault, and docs/delivery.md gives the other 503s only for one.
+ */
+function answersCheck(run: RateRun, queueMaxLength: number): Check {
+  const { api, traefik: traefikOwn, unexplained } = run.refusals;
+  const queueFull = api.full === 0 || run.maxBacklog >= queueMaxLength;
+  return {
+    phase: "End to end",
+    rule:
+      `${run.offered} req/s: every answer 202, or a 503 queue_full with the backlog at QUEUE_MAX_LENGTH (no fault injected)`,
+    measured: `${answersMeasured(run)}; backlog ≤ ${run.maxBacklog} of ${queueMaxLength}`,
+    ok: run.load.failed === 0 && unexplained === 0 && traefikOwn === 0 &&
+      api.unavailable === 0 && api.unconfirmed === 0 && queueFull,
+  };
+}
+
+/** What oha sent of the `asked` requests, and the slowest answer against `boundMs`. */
+function timingChecks(run: RateRun, asked: number, boundMs: number): Check[] {
+  const which = run.sustained ? "sustained" : "the lowest rate, which must be sustained";
+  return [{
+    phase: "End to end",
+    rule: `${run.offered} req/s (${which}): requests not sent ≤ ${
+      UNSENT_SHARE_MAX * 100
+    }% of those asked (more: every oha connection waited on an answer)`,
+    // With what the generator and the machine used: whose CPU ran out, if any.
+    measured: `${run.load.dropped} of ${asked} not sent; oha used ${
+      run.cores.generator.toFixed(2)
+    } cores, the machine ${run.cores.machine.toFixed(2)}`,
+    ok: run.load.dropped <= UNSENT_SHARE_MAX * asked,
+  }, {
+    phase: "End to end",
+    rule:
+      `${run.offered} req/s (${which}): every answer within REDIS_TIMEOUT_MS + ${ANSWER_SLACK_MS} ms = ${boundMs} ms from its due time (docs/delivery.md: every answer is prompt)`,
+    // Rounded with Math.round, which gives NaN rather than throwing for a run recorded before the
+    // slowest answer was; NaN holds no bound.
+    measured: `slowest ${Math.round(run.load.slowestMs)} ms, p99 ${
+      Math.round(run.load.latencyMs.p99)
+    } ms`,
+    ok: run.load.slowestMs <= boundMs,
+  }];
 }
 
 /** An end-to-end rate's answers: `7 × 202, 2 × 503 (…by cause…), 0 other or none`. */
