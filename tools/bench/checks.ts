@@ -2,30 +2,40 @@
  * What fails a benchmark run, quick or full, whatever the machine. The
  * targets (targets.ts) are ratios a busy machine may miss, so they are
  * reported and never fail a run; these checks are facts about what the
- * pipeline answered and kept, which hold on any machine:
+ * pipeline answered and kept. The benchmark injects no fault, so the
+ * contract (docs/delivery.md) leaves it no room for a refusal that only a
+ * fault explains:
  *
  * - every 202 was kept: users queued (ingest: our API and the course's
  *   producer, each on its own list; the traefik phase) or stored (ingest's
- *   direct mode, end to end, overload) are the 202s counted (oha waits for the
- *   requests in flight at the deadline, so it counts every answer; ingest
- *   asks only for at least as many, as the results it keeps were counted by a
- *   generator that did not wait);
+ *   direct mode, end to end, overload) equal the 202s counted, neither fewer
+ *   (a 202 lost) nor more (a push no 202 counted): oha waits for the requests
+ *   in flight at its deadline (`--wait-ongoing-requests-after-deadline`), so
+ *   it counts every answer;
+ * - every drain stored every user it was given and dead-lettered none;
  * - every answer was expected: 202 in ingest and through Traefik (their queue
- *   bound is far above what a run sends, so nothing may answer 503); 202 or
- *   a 503 the API counted as `queue_full` under overload; end to end, 202 or a 503 whose cause a record gives
- *   (refusals.ts: Traefik's own, or the API's by its code), and at a rate
- *   below Traefik's ceiling a 503 no record accounts for fails the run —
- *   whether the rate was sustained does not excuse it, since such 503s are
- *   what would make it look unsustained;
- * - the queue never outgrew QUEUE_MAX_LENGTH under overload.
- *
- * The drains check their own table (every user stored, none dead-lettered)
- * and throw otherwise, which fails the run as a phase error.
+ *   bound is far above what a run sends); under overload, 202 or a 503
+ *   `queue_full` with the queue at QUEUE_MAX_LENGTH; end to end below
+ *   Traefik's ceiling, 202 or a 503 `queue_full` once the backlog reached
+ *   QUEUE_MAX_LENGTH, nothing else: a `queue_unavailable`, an `unconfirmed`
+ *   or Traefik's own 503 is an answer to a fault (a broken connection, a
+ *   replica that did not confirm, no API replica ready), and the cause the
+ *   records give it (refusals.ts) does not excuse it here. At the ceiling, a
+ *   503 whose cause is recorded is reported, one no record accounts for too;
+ * - end to end, at the lowest rate and at every rate the run calls sustained,
+ *   oha sent what it was asked (all but {@linkcode UNSENT_SHARE_MAX}) and
+ *   every answer came within REDIS_TIMEOUT_MS + {@linkcode ANSWER_SLACK_MS},
+ *   the bound docs/delivery.md's "Every answer is prompt" holds every answer
+ *   to (past what the stack sustains, requests wait in oha and answers come
+ *   late: that is the measurement "not sustained", not a broken promise);
+ * - the queue never outgrew QUEUE_MAX_LENGTH under overload;
+ * - the run checked something: a run whose phases gave no check fails.
  *
  * @module
  */
 
-import { ladderRates } from "./end_to_end.ts";
+import { drainLabel, type DrainRun } from "./drain.ts";
+import { ladderRates, type RateRun } from "./end_to_end.ts";
 import { INGEST_TARGETS } from "./ingest.ts";
 import { describeRefusals } from "./refusals.ts";
 import type { BenchResults } from "./results.ts";
@@ -41,10 +51,26 @@ export interface Check {
   readonly ok: boolean;
 }
 
+/**
+ * The share of an end-to-end rate's requests oha may leave unsent below
+ * Traefik's ceiling: a paced generator on a shared 2-core machine slips a
+ * few requests behind its schedule, and those due at its deadline are never
+ * sent (a handful in a healthy run). More means every one of its connections
+ * waited on an answer: the stack did not keep up.
+ */
+export const UNSENT_SHARE_MAX = 0.01;
+
+/**
+ * What docs/delivery.md's "Every answer is prompt" allows over
+ * REDIS_TIMEOUT_MS as a client times an answer: the API's timer and the
+ * client's event loop may each fire late on a loaded 2-core machine.
+ */
+export const ANSWER_SLACK_MS = 100;
+
 /** Every check the results allow, in phase order; a phase that did not run has none. */
 export function checkResults(results: BenchResults): Check[] {
   const checks: Check[] = [];
-  const { ingest, traefik, endToEnd, growth } = results;
+  const { ingest, traefik, drain, endToEnd, growth } = results;
   if (ingest) {
     const measured = INGEST_TARGETS.map((target) => ({ target, runs: ingest.runs[target] }));
     for (const { target, runs } of measured) {
@@ -63,9 +89,9 @@ export function checkResults(results: BenchResults): Check[] {
       const where = target === "direct" ? "stored" : "queued";
       checks.push({
         phase: "Ingest",
-        rule: `${target}: every 202 kept (users ${where} ≥ 202s counted)`,
+        rule: `${target}: every 202 kept (users ${where} = 202s counted)`,
         measured: runs.map((r) => `${r.kept} ${where} / ${r.accepted}`).join(", "),
-        ok: runs.every((r) => r.kept >= r.accepted),
+        ok: runs.every((r) => r.kept === r.accepted),
       });
     }
   }
@@ -94,9 +120,15 @@ export function checkResults(results: BenchResults): Check[] {
       });
     }
   }
+  if (drain) checks.push(drainsCheck("Drain", [drain.single, drain.course, ...drain.batch]));
   if (endToEnd) {
     // The ladder's top rung is the ceiling, rounded as the ladder rounds it.
     const ceilingRate = ladderRates(endToEnd.ceiling, [1])[0]!;
+    const boundMs = endToEnd.redisTimeoutMs + ANSWER_SLACK_MS;
+    const lowest = endToEnd.runs.reduce<RateRun | undefined>(
+      (low, run) => low === undefined || run.offered < low.offered ? run : low,
+      undefined,
+    );
     for (const run of endToEnd.runs) {
       const belowCeiling = run.offered < ceilingRate;
       checks.push({
@@ -104,30 +136,39 @@ export function checkResults(results: BenchResults): Check[] {
         rule: `${run.offered} req/s: stored = accepted`,
         measured: `${run.stored} stored, ${run.load.accepted} accepted`,
         ok: run.stored === run.load.accepted,
-      }, {
-        phase: "End to end",
-        rule: `${run.offered} req/s: every answer 202 or a 503 whose cause is recorded${
-          belowCeiling
-            ? " (below Traefik's ceiling: an unexplained 503 fails)"
-            : " (at the ceiling: unexplained 503s reported)"
-        }`,
-        measured: `${run.load.accepted} × 202, ${run.load.rejected} × 503 (${
-          describeRefusals(run.refusals)
-        }), ${run.load.failed} other or none`,
-        ok: run.load.failed === 0 &&
-          (!belowCeiling || run.refusals.unexplained === 0),
       });
+      if (!belowCeiling) {
+        checks.push({
+          phase: "End to end",
+          rule:
+            `${run.offered} req/s: every answer 202 or a 503 whose cause is recorded (at the ceiling: unexplained 503s reported)`,
+          measured: answersMeasured(run),
+          ok: run.load.failed === 0,
+        });
+        continue;
+      }
+      checks.push(answersCheck(run, endToEnd.queueMaxLength));
+      // Past what the stack sustains, requests wait in oha and answers come late: that is how a
+      // rate reads "not sustained", a measurement, not a broken promise. The lowest rate (an
+      // eighth of Traefik's ceiling) must be carried on any machine the stack runs on, so it and
+      // every rate the report calls sustained are held to what was sent and to the answer bound.
+      if (run.sustained || run === lowest) {
+        checks.push(...timingChecks(run, Math.round(run.offered * endToEnd.plan.seconds), boundMs));
+      }
     }
   }
   if (growth) {
     const { overload } = growth;
+    checks.push(drainsCheck("Growth", [growth.small, growth.large]));
     checks.push({
       phase: "Growth",
-      rule: "overload: every answer 202 or a 503 the API counted as queue_full",
+      rule:
+        "overload: every answer 202 or a 503 the API counted as queue_full, with the backlog at QUEUE_MAX_LENGTH",
       measured:
-        `${overload.load.accepted} × 202, ${overload.load.rejected} × 503 (the API counted ${overload.refused.full} queue_full, ${overload.refused.unavailable} queue_unavailable, ${overload.refused.unconfirmed} unconfirmed), ${overload.load.failed} other or none`,
+        `${overload.load.accepted} × 202, ${overload.load.rejected} × 503 (the API counted ${overload.refused.full} queue_full, ${overload.refused.unavailable} queue_unavailable, ${overload.refused.unconfirmed} unconfirmed), ${overload.load.failed} other or none; backlog ≤ ${overload.maxBacklog} of ${overload.maxLength}`,
       ok: overload.load.failed === 0 && overload.refused.full === overload.load.rejected &&
-        overload.refused.unavailable === 0 && overload.refused.unconfirmed === 0,
+        overload.refused.unavailable === 0 && overload.refused.unconfirmed === 0 &&
+        (overload.refused.full === 0 || overload.maxBacklog >= overload.maxLength),
     }, {
       phase: "Growth",
       rule: "overload: queue length ≤ QUEUE_MAX_LENGTH",
@@ -144,10 +185,83 @@ export function checkResults(results: BenchResults): Check[] {
   return checks;
 }
 
+/**
+ * Below the ceiling: every answer a 202, or a 503 `queue_full` with the backlog at its bound. The
+ * benchmark injects no fault, and docs/delivery.md gives the other 503s only for one.
+ */
+function answersCheck(run: RateRun, queueMaxLength: number): Check {
+  const { api, traefik: traefikOwn, unexplained } = run.refusals;
+  const queueFull = api.full === 0 || run.maxBacklog >= queueMaxLength;
+  return {
+    phase: "End to end",
+    rule:
+      `${run.offered} req/s: every answer 202, or a 503 queue_full with the backlog at QUEUE_MAX_LENGTH (no fault injected)`,
+    measured: `${answersMeasured(run)}; backlog ≤ ${run.maxBacklog} of ${queueMaxLength}`,
+    ok: run.load.failed === 0 && unexplained === 0 && traefikOwn === 0 &&
+      api.unavailable === 0 && api.unconfirmed === 0 && queueFull,
+  };
+}
+
+/** What oha sent of the `asked` requests, and the slowest answer against `boundMs`. */
+function timingChecks(run: RateRun, asked: number, boundMs: number): Check[] {
+  const which = run.sustained ? "sustained" : "the lowest rate, which must be sustained";
+  return [{
+    phase: "End to end",
+    rule: `${run.offered} req/s (${which}): requests not sent ≤ ${
+      UNSENT_SHARE_MAX * 100
+    }% of those asked (more: every oha connection waited on an answer)`,
+    // With what the generator and the machine used: whose CPU ran out, if any.
+    measured: `${run.load.dropped} of ${asked} not sent; oha used ${
+      run.cores.generator.toFixed(2)
+    } cores, the machine ${run.cores.machine.toFixed(2)}`,
+    ok: run.load.dropped <= UNSENT_SHARE_MAX * asked,
+  }, {
+    phase: "End to end",
+    rule:
+      `${run.offered} req/s (${which}): every answer within REDIS_TIMEOUT_MS + ${ANSWER_SLACK_MS} ms = ${boundMs} ms from its due time (docs/delivery.md: every answer is prompt)`,
+    // Rounded with Math.round, which gives NaN rather than throwing for a run recorded before the
+    // slowest answer was; NaN holds no bound.
+    measured: `slowest ${Math.round(run.load.slowestMs)} ms, p99 ${
+      Math.round(run.load.latencyMs.p99)
+    } ms`,
+    ok: run.load.slowestMs <= boundMs,
+  }];
+}
+
+/** An end-to-end rate's answers: `7 × 202, 2 × 503 (…by cause…), 0 other or none`. */
+function answersMeasured(run: RateRun): string {
+  return `${run.load.accepted} × 202, ${run.load.rejected} × 503 (${
+    describeRefusals(run.refusals)
+  }), ${run.load.failed} other or none`;
+}
+
+/** One check over a phase's drains: each stored every user it was given, none dead-lettered. */
+function drainsCheck(phase: string, runs: readonly DrainRun[]): Check {
+  const short = runs.filter((r) => r.stored !== r.users || r.deadLettered !== 0);
+  const users = runs.reduce((sum, r) => sum + r.users, 0);
+  return {
+    phase,
+    rule: "every drain: every user stored, none dead-lettered",
+    measured: short.length === 0
+      ? `${runs.length} drains, ${users} users stored`
+      : short.map((r) =>
+        `${drainLabel(r)}: ${r.stored} of ${r.users} stored, ${r.deadLettered} dead-lettered`
+      ).join("; "),
+    ok: short.length === 0,
+  };
+}
+
+/** Whether a run passes: it checked something, and every check held. */
+export function checksHeld(checks: readonly Check[]): boolean {
+  return checks.length > 0 && checks.every((c) => c.ok);
+}
+
 /** The last line of a run: how many checks held, or which failed. */
 export function checksSummary(checks: readonly Check[]): string {
   const failed = checks.filter((c) => !c.ok);
-  if (checks.length === 0) return "nothing to check: no ingest, end-to-end or growth phase ran";
+  if (checks.length === 0) {
+    return "FAILED: no check ran (no phase that gives one measured anything), so nothing held";
+  }
   return failed.length === 0
     ? `all ${checks.length} checks held`
     : `${failed.length} of ${checks.length} checks FAILED: ${

@@ -1,7 +1,15 @@
 import assert from "node:assert/strict";
 import { batchesAhead } from "@users-pipeline/consumer/consumer";
 import { storeClientOptions } from "@users-pipeline/consumer/postgres_store";
-import { FLOOR_BATCH, FLOOR_OVERLAP, runOverlapped } from "./drain.ts";
+import {
+  fastest,
+  FLOOR_BATCH,
+  FLOOR_CONNECTIONS,
+  FLOOR_OVERLAPS,
+  type FloorRun,
+  readDrain,
+  runOverlapped,
+} from "./drain.ts";
 
 /** Runs `runOverlapped` over 0..count-1 and records what was in flight when each chunk began. */
 async function trace(count: number, size: number, overlap: number) {
@@ -34,8 +42,33 @@ Deno.test("runOverlapped() sends the next chunk while one is in flight, never mo
   assert.equal((await trace(10, 1, 3)).most, 3);
 });
 
-Deno.test("the drain floor keeps as many statements in flight as a full-queue consumer holds batches", () => {
-  assert.equal(FLOOR_OVERLAP, 1 + batchesAhead(FLOOR_BATCH));
-  assert.equal(FLOOR_OVERLAP, 3, "the batch in hand and two ahead");
-  assert.equal(storeClientOptions(1_000).max, 2, "over the consumer's two connections");
+Deno.test("the drain floor inserts over a consumer's connections, at overlaps of its own", () => {
+  assert.equal(FLOOR_CONNECTIONS, storeClientOptions(1_000).max, "a consumer's two connections");
+  // Its best effort is fixed: 1 to 4 in flight, wider than the consumer's own choice, which
+  // therefore cannot move it.
+  assert.deepEqual(FLOOR_OVERLAPS, [1, 2, 3, 4]);
+  assert.ok((FLOOR_OVERLAPS as readonly number[]).includes(1 + batchesAhead(FLOOR_BATCH)));
+});
+
+Deno.test("fastest() keeps the floor's best overlap, the first of equals", () => {
+  const run = (overlap: number, rowsPerSecond: number): FloorRun => ({
+    users: 1_000,
+    batch: FLOOR_BATCH,
+    overlap,
+    seconds: 1_000 / rowsPerSecond,
+    rowsPerSecond,
+  });
+  assert.equal(fastest([run(1, 100), run(2, 300), run(3, 250), run(4, 300)]).overlap, 2);
+});
+
+Deno.test("readDrain() counts nothing of the backlog taken during the warm-up", async () => {
+  // The warm-up's 2000 users queued, 1000 of them being stored: a timed backlog of 100000
+  // has none taken yet, though the queue holds 98000 fewer than it.
+  const queue = {
+    depth: () => Promise.resolve({ queued: 2_000, processing: 1_000, retry: 0, dead: 0 }),
+  };
+  assert.deepEqual(await readDrain(queue, undefined), { empty: false, taken: 0 });
+  assert.deepEqual(await readDrain(queue, 100_000), { empty: false, taken: 98_000 });
+  const done = { depth: () => Promise.resolve({ queued: 0, processing: 0, retry: 0, dead: 0 }) };
+  assert.deepEqual(await readDrain(done, undefined), { empty: true, taken: 0 });
 });

@@ -8,9 +8,12 @@
  * rate: what was accepted and what was stored per second over the same
  * window, the largest backlog seen (LLEN polled during the run), and the
  * enqueue → stored latency computed in SQL from each row's
- * `stored_at - enqueued_at`, and the cause of every 503 (refusals.ts: Traefik's
+ * `stored_at - enqueued_at`, the cause of every 503 (refusals.ts: Traefik's
  * own by its body in oha's record of each answer, the API's by the code its
- * replicas counted).
+ * replicas counted), and the stack's QUEUE_MAX_LENGTH and REDIS_TIMEOUT_MS,
+ * which the checks (checks.ts) hold each rate below the ceiling to: a
+ * `queue_full` only with the backlog at the bound, every answer within the
+ * contract's time, next to nothing left unsent.
  *
  * The rates are fixed fractions of the ceiling (measured up to
  * the rate Traefik sustains, the latency bound at half of it), so a rate the
@@ -105,6 +108,10 @@ export interface EndToEndResult {
   readonly runs: readonly RateRun[];
   /** The highest rate that was sustained, or 0. */
   readonly maxSustained: number;
+  /** The stack's QUEUE_MAX_LENGTH: a `queue_full` is expected only once the backlog reached it. */
+  readonly queueMaxLength: number;
+  /** The stack's REDIS_TIMEOUT_MS, which bounds every answer (docs/delivery.md). */
+  readonly redisTimeoutMs: number;
   /** The run at half the ceiling, for the latency target (when the fractions have 0.5). */
   readonly half?: RateRun;
 }
@@ -326,6 +333,8 @@ export async function runEndToEnd(
       generator: options.generator,
       runs,
       maxSustained,
+      queueMaxLength: Number(env.QUEUE_MAX_LENGTH),
+      redisTimeoutMs: Number(env.REDIS_TIMEOUT_MS),
       ...(half === undefined ? {} : { half }),
     };
   } finally {

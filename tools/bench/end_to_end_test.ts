@@ -30,6 +30,7 @@ Deno.test("isSustained() wants what was asked mostly sent, then accepted and sto
       dropped: 0,
       seconds: 10,
       latencyMs: { p50: 1, p90: 2, p99: 3 },
+      slowestMs: 4,
     },
     acceptedPerSecond: 1_000,
     storedPerSecond: 995,

@@ -32,13 +32,15 @@ export interface LoadResult {
   readonly seconds: number;
   /** Latency percentiles in milliseconds (from each request's due time under `-q`). */
   readonly latencyMs: { readonly p50: number; readonly p90: number; readonly p99: number };
+  /** The slowest answer in milliseconds, timed as the percentiles are; NaN when oha gave none. */
+  readonly slowestMs: number;
   /** CPU seconds the generator itself used. */
   readonly cpuSeconds?: number;
 }
 
 /** The part of oha's `--output-format json` report that is read. */
 interface OhaReport {
-  summary?: { total?: number; requestsPerSec?: number };
+  summary?: { total?: number; slowest?: number | null; requestsPerSec?: number };
   latencyPercentiles?: Record<string, number | null>;
   statusCodeDistribution?: Record<string, number>;
   errorDistribution?: Record<string, number>;
@@ -82,6 +84,7 @@ export function parseOhaReport(
       : 0,
     seconds: total,
     latencyMs: { p50: ms("p50"), p90: ms("p90"), p99: ms("p99") },
+    slowestMs: (report.summary?.slowest ?? Number.NaN) * 1_000,
   };
 }
 

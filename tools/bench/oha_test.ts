@@ -11,6 +11,7 @@ Deno.test("parseOhaReport() counts 202s, 503s and the rest, with latencies in ms
   assert.equal(result.dropped, 0);
   assert.ok(result.seconds > 0);
   assert.ok(result.latencyMs.p50 > 0 && result.latencyMs.p50 <= result.latencyMs.p99);
+  assert.equal(result.slowestMs, 0.008714379 * 1_000);
 });
 
 Deno.test("parseOhaReport() counts what an open-model run did not send in its time", async () => {
@@ -32,6 +33,8 @@ Deno.test("parseOhaReport() counts an error (no answer) and a 500 as failed", ()
     [16, 10, 3, 3],
   );
   assert.deepEqual(result.latencyMs, { p50: 1, p90: 2, p99: 3 });
+  // No slowest answer in the summary: NaN, which no bound holds.
+  assert.ok(Number.isNaN(result.slowestMs));
 });
 
 Deno.test("parseOhaReport() refuses a report without the status counts", () => {

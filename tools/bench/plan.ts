@@ -74,7 +74,10 @@ export const QUICK_PLAN: BenchPlan = {
     replicas: [1, 2],
     profileUsers: 20_000,
   },
-  endToEnd: { seconds: 5, fractions: [0.5], ceilingSeconds: 3, servers: 2, consumers: 2 },
+  // One rate well inside what the whole stack sustains on two cores (about a quarter of
+  // Traefik's ceiling): below the ceiling every answer must come in time and next to nothing may
+  // go unsent, so a smoke test at a rate this machine cannot keep up with would fail on its CPU.
+  endToEnd: { seconds: 5, fractions: [0.125], ceilingSeconds: 3, servers: 2, consumers: 2 },
   growth: {
     smallBacklog: 10_000,
     largeBacklog: 100_000,

@@ -6,9 +6,16 @@
  * @module
  */
 
-import { type Check, checkResults } from "./checks.ts";
+import { ANSWER_SLACK_MS, type Check, checkResults, UNSENT_SHARE_MAX } from "./checks.ts";
 import type { ProfileSummary } from "./cpu_profile.ts";
-import { drainLabel, type DrainRun, FLOOR_BATCH, type FloorRun } from "./drain.ts";
+import {
+  drainLabel,
+  type DrainRun,
+  FLOOR_BATCH,
+  FLOOR_CONNECTIONS,
+  FLOOR_OVERLAPS,
+  type FloorRun,
+} from "./drain.ts";
 import { rssWhenDone, secondHalfSamples } from "./growth.ts";
 import {
   apiAndRedisMicrosPerRequest,
@@ -74,7 +81,8 @@ function columnsTable<R>(rows: readonly R[], columns: readonly Column<R>[]): str
 }
 
 const pct = (ratio: number) => `${(ratio * 100).toFixed(0)}%`;
-const ms = (value: number) => value.toFixed(value < 10 ? 2 : 1);
+/** Milliseconds; "—" for a figure a run did not record (one from before it was measured). */
+const ms = (value: number) => Number.isFinite(value) ? value.toFixed(value < 10 ? 2 : 1) : "—";
 const cores = (value: number) => value.toFixed(2);
 
 function verdictMark(met: boolean | undefined): string {
@@ -487,13 +495,15 @@ function drainSection(results: BenchResults): string {
   return [
     `Each drain: the table truncated, the consumers started (\`deno.json\`'s consumer task with \`CONSUMER_MODE\`/\`BATCH_SIZE\`) and warmed up on a few thousand users (connected, statement prepared, code compiled), the table checkpointed, then ${
       formatCount(drain.plan.users)
-    } users pushed to a staging list (RedisQueue.enqueue, 1000 per push) and RENAMEd onto the queue in one step. Timed from the first batch taken until the queue and every processing list are empty (the last batch committed and acknowledged); then the table is checked to hold every user. Single mode drains a smaller backlog of ${
+    } users pushed to a staging list (RedisQueue.enqueue, 1000 per push) and RENAMEd onto the queue in one step. Timed from the first batch taken until the queue and every processing list are empty (the last batch committed and acknowledged); then the users stored and dead-lettered are counted (a check: every user stored, none dead-lettered). Single mode drains a smaller backlog of ${
       formatCount(drain.plan.singleUsers)
-    } users (one row per round trip); rows/s is comparable. The drain floor inserts the same number of rows from memory with \`insertUsers\` (schema/users_table.ts), ${
+    } users (one row per round trip); rows/s is comparable. The drain floor inserts the same number of rows from memory, ${
       drain.floors[0]?.batch ?? FLOOR_BATCH
-    } rows per statement, on a client with a consumer's store options (its ${
-      drain.floors[0]?.overlap ?? 2
-    } connections) and a consumer's overlap (the next statement sent while the previous one runs, each on its own warmed-up connection), before and after the consumers' runs; their mean is the 100%. Cores are CPU time during the drain over its length, for the consumers, all of PostgreSQL's processes and Redis.`,
+    } rows per statement (an unnest insert that skips stored ids, its arrays built before the clock starts), over ${FLOOR_CONNECTIONS} warmed-up connections as a consumer opens, once with each of ${
+      FLOOR_OVERLAPS.join(", ")
+    } statements in flight, keeping the fastest (${
+      drain.floors.map((f) => f.overlap).join(" and ")
+    } in flight here), before and after the consumers' runs; their mean is the 100%. Its statement and overlaps are its own, so a change to the consumer moves the consumer's figure, never the floor. Cores are CPU time during the drain over its length, for the consumers, all of PostgreSQL's processes and Redis.`,
     "",
     columnsTable(rows, [
       ["Setup", (r) => r.label, "left"],
@@ -547,7 +557,13 @@ function endToEndSection(results: BenchResults): string {
       e2e.ceilingSource === "own run"
         ? "measured by this phase: the HTTP floor behind Traefik, oha in closed loop"
         : "the traefik phase's median"
-    }): the rate Traefik itself passes on this machine, so rates the stack cannot sustain are measured too (their excess waits in the queue, and every 202 must still be stored). Between rates the backlog drains and the table is truncated. Stored/s counts the rows stored by the time of the last enqueue, over the first-to-last-enqueue window; latency is \`stored_at - enqueued_at\` of every row, in SQL. Each 503 is given its cause from a record: Traefik's own (no replica ready) by its plain-text body in oha's record of every answer (\`--db-url\`), the API's by the code its replicas counted (\`users_pipeline_enqueue_rejections_total\` by reason); below the ceiling a 503 neither accounts for fails the run. Sustained = ≥ 99% of the requests sent answered 202 and stored/s ≥ 98% of accepted/s, with oha having sent ≥ 95% of what was asked ("not sent": requests it could not send in the time, with every connection busy; the \`oha\` CPU column shows what the load cost to make, the \`machine\` column how busy the machine was, other tenants included).`,
+    }): the rate Traefik itself passes on this machine, so rates the stack cannot sustain are measured too (their excess waits in the queue, and every 202 must still be stored). Between rates the backlog drains and the table is truncated. Stored/s counts the rows stored by the time of the last enqueue, over the first-to-last-enqueue window; latency is \`stored_at - enqueued_at\` of every row, in SQL. Each 503 is given its cause from a record: Traefik's own (no replica ready) by its plain-text body in oha's record of every answer (\`--db-url\`), the API's by the code its replicas counted (\`users_pipeline_enqueue_rejections_total\` by reason). No fault is injected, so below the ceiling every answer must be a 202, or a 503 \`queue_full\` once the backlog reached QUEUE_MAX_LENGTH (${
+      formatCount(e2e.queueMaxLength)
+    }): any other 503 fails the run, recorded or not, as do more than ${
+      UNSENT_SHARE_MAX * 100
+    }% of the requests not sent and an answer slower than REDIS_TIMEOUT_MS + ${ANSWER_SLACK_MS} ms (${
+      e2e.redisTimeoutMs + ANSWER_SLACK_MS
+    } ms, from its due time: docs/delivery.md's "Every answer is prompt"). Sustained = ≥ 99% of the requests sent answered 202 and stored/s ≥ 98% of accepted/s, with oha having sent ≥ 95% of what was asked ("not sent": requests it could not send in the time, with every connection busy; the \`oha\` CPU column shows what the load cost to make, the \`machine\` column how busy the machine was, other tenants included).`,
     "",
     `Highest sustained rate: **${formatCount(e2e.maxSustained)} req/s** offered${
       top ? ` (${formatCount(top.acceptedPerSecond)} accepted/s)` : ""
@@ -563,6 +579,7 @@ function endToEndSection(results: BenchResults): string {
       ["p99 ms", (r) => ms(r.latencyMs.p99)],
       ["max ms", (r) => ms(r.latencyMs.max)],
       ["not sent", (r) => r.load.dropped],
+      ["slowest answer ms", (r) => ms(r.load.slowestMs)],
       ["non-202", (r) => r.load.rejected + r.load.failed],
       [
         "503s by cause",
@@ -680,7 +697,7 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
         : ""
     }.`,
     "",
-    `Absolute figures drift on a shared ${run.cores}-core machine, so every figure is paired with a floor measured in the same run (what the runtime or the database cannot beat: a bare \`Deno.serve\` + Hono handler, Traefik in front of it, \`insertUsers\` from memory over a consumer's connections) or with the course's own code, and the ratio is the headline. Every process is real: Redis and PostgreSQL as the native stack runs them, our services started with their \`deno.json\` task's command.`,
+    `Absolute figures drift on a shared ${run.cores}-core machine, so every figure is paired with a floor measured in the same run (what the runtime or the database cannot beat: a bare \`Deno.serve\` + Hono handler, Traefik in front of it, an insert from memory over a consumer's connections) or with the course's own code, and the ratio is the headline. Every process is real: Redis and PostgreSQL as the native stack runs them, our services started with their \`deno.json\` task's command.`,
     "",
     "![chart](chart.svg)",
     "",

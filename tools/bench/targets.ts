@@ -102,7 +102,7 @@ export function evaluateTargets(results: BenchResults): TargetVerdict[] {
 
   const drainRefTarget = `batch (${FLOOR_BATCH} × 1 replica) ≥ ${
     pct(DRAIN_SHARE_MIN)
-  } of the drain floor's rows/s (insertUsers from memory over a consumer's connections, overlapped as it does)`;
+  } of the drain floor's rows/s (an insert from memory over a consumer's two connections, the best of 1–4 statements in flight)`;
   const drainCourseTarget = `single mode ≥ ${
     COURSE_RATIO_MIN.toFixed(1)
   }× the course's consumer (BRPOP, one INSERT per item)`;
@@ -150,7 +150,7 @@ export function evaluateTargets(results: BenchResults): TargetVerdict[] {
   const e2eCeilingTarget =
     "every rate up to Traefik's own ceiling (the HTTP floor behind it) measured, stored = accepted at every rate";
   const e2eLatencyTarget =
-    `p99 enqueue → stored ≤ ${LATENCY_P99_BOUND_MS} ms at half Traefik's ceiling`;
+    `p99 enqueue → stored ≤ ${LATENCY_P99_BOUND_MS} ms at half Traefik's ceiling, sustained`;
   if (endToEnd) {
     const highest = Math.max(0, ...endToEnd.runs.map((r) => r.offered));
     const unkept = endToEnd.runs.filter((r) => r.stored !== r.load.accepted);
@@ -171,15 +171,19 @@ export function evaluateTargets(results: BenchResults): TargetVerdict[] {
       met: climbs ? highest >= 0.95 * endToEnd.ceiling && unkept.length === 0 : undefined,
     });
     const half = endToEnd.half;
+    // A rate the stack did not sustain leaves its excess unsent or queued, so the p99 of the rows
+    // it did store says nothing of that rate: the target is missed there, whatever the figure.
     verdicts.push({
       phase: "End to end",
       target: e2eLatencyTarget,
       measured: half
-        ? `${half.latencyMs.p99.toFixed(1)} ms at ${half.offered} req/s${
-          half.sustained ? "" : " (not sustained)"
-        }`
+        ? half.sustained
+          ? `${half.latencyMs.p99.toFixed(1)} ms at ${half.offered} req/s (sustained)`
+          : `${half.offered} req/s not sustained (p99 ${
+            half.latencyMs.p99.toFixed(1)
+          } ms of the rows it stored, not judged)`
         : "no run at half the ceiling",
-      met: half ? half.latencyMs.p99 <= LATENCY_P99_BOUND_MS : undefined,
+      met: half ? half.sustained && half.latencyMs.p99 <= LATENCY_P99_BOUND_MS : undefined,
     });
   } else {
     missing("End to end", e2eCeilingTarget);
