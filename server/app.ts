@@ -18,7 +18,7 @@
  */
 
 import { type Context, Hono } from "@hono/hono";
-import { bodyLimit } from "@hono/hono/body-limit";
+import { HTTPException } from "@hono/hono/http-exception";
 import { v7 as uuidv7 } from "uuid";
 import { z } from "zod";
 import {
@@ -80,6 +80,11 @@ export interface AppOptions {
   readiness?: Readiness;
   /** Largest accepted body in bytes. @default 16384 */
   bodyLimitBytes?: number;
+  /**
+   * Most bytes of a body over `bodyLimitBytes` read and thrown away before its 413; past it the
+   * connection is closed unread. @default {@linkcode OVERSIZED_BODY_DISCARD_BYTES}
+   */
+  discardLimitBytes?: number;
   /** Seconds a client should wait after a 503. @default 1 */
   retryAfterSeconds?: number;
   /** Called when accepting fails for a reason other than a full queue. */
@@ -109,6 +114,19 @@ const JSON_TYPE = "application/json";
 /** Most users one `GET /users?limit=N` lists: a page, not an export. */
 export const MAX_LIST_LIMIT = 1_000;
 
+/**
+ * How much of a body over the limit the API reads, and throws away, before it answers 413. Many
+ * clients (Python's http.client among them) write the whole request before they read the answer,
+ * and such a client reads the 413 only once its body was taken to the end: a connection closed on
+ * unread bytes is reset, and the reset loses the answer. Traefik (Go's HTTP server) closes the
+ * client's connection when more than 256 KiB of the body is left unread after the answer, so the
+ * API itself reads the body before it answers.
+ * 16 MiB covers what a client sends by mistake (a file in place of a name) at the cost of reading
+ * it; a larger body is not worth a replica's time: its connection is closed without reading the
+ * rest, and the client sees the connection cut instead of the 413.
+ */
+export const OVERSIZED_BODY_DISCARD_BYTES = 16 * 1024 * 1024;
+
 /** Users `GET /users` lists without a `limit`. */
 const DEFAULT_LIST_LIMIT = 20;
 
@@ -123,6 +141,7 @@ export function createApp(options: AppOptions): Hono {
     acceptTimeoutMs = Infinity,
     readiness = new Readiness({}, { timeoutMs: 0 }),
     bodyLimitBytes = 16_384,
+    discardLimitBytes = OVERSIZED_BODY_DISCARD_BYTES,
     retryAfterSeconds = 1,
     onUnavailable = () => {},
     onUnexpectedError = () => {},
@@ -145,21 +164,66 @@ export function createApp(options: AppOptions): Hono {
   app.get("/healthz", () => aliveResponse());
   app.get("/readyz", () => readiness.response());
 
+  const tooLargeMessage = `request body must be at most ${bodyLimitBytes} bytes`;
   const tooLarge = (): never => {
-    throw new ApiError("body_too_large", {
-      message: `request body must be at most ${bodyLimitBytes} bytes`,
+    throw new ApiError("body_too_large", { message: tooLargeMessage });
+  };
+  /**
+   * Reads and throws away the rest of a body over the limit (`read` bytes of it so far) if it ends
+   * within `discardLimitBytes` in all, and says whether it did; if not, cancels the rest. A body
+   * that cannot be read further (the client went away) counts as ended: nothing is left to cut.
+   */
+  const discard = async (
+    reader: ReadableStreamDefaultReader<Uint8Array<ArrayBuffer>> | undefined,
+    read: number,
+  ): Promise<boolean> => {
+    try {
+      while (read <= discardLimitBytes) {
+        const chunk = await reader?.read();
+        if (chunk === undefined || chunk.done) return true;
+        read += chunk.value.byteLength;
+      }
+      await reader?.cancel();
+      return false;
+    } catch {
+      return true;
+    }
+  };
+  /**
+   * The 413 to a body over the limit, once read to its end; past the bound, one that ends its
+   * connection ({@linkcode cutAfter}): Deno itself would otherwise read the rest of the body after
+   * the answer, however long it is.
+   */
+  const refuse = async (
+    reader: ReadableStreamDefaultReader<Uint8Array<ArrayBuffer>> | undefined,
+    read: number,
+  ): Promise<never> => {
+    if (await discard(reader, read)) tooLarge();
+    throw new HTTPException(413, {
+      res: cutAfter(JSON.stringify(errorBody("body_too_large", { message: tooLargeMessage }))),
     });
   };
-  // A body without a Content-Length (chunked) is read by Hono's bodyLimit, which stops at the
-  // limit; one with a length is checked on the header and read whole, which skips the stream
-  // that bodyLimit's look at the body would make.
-  const streamedBodyLimit = bodyLimit({ maxSize: bodyLimitBytes, onError: tooLarge });
+  // A body with a Content-Length is checked on the header and, within the limit, read whole: the
+  // stream a look at `c.req.raw.body` makes Deno build costs the common request time. A body
+  // without one (chunked) is read as a stream, up to the limit.
   const readBody = async (c: Context): Promise<ArrayBuffer> => {
     const length = c.req.header("Content-Length");
-    if (length === undefined || c.req.header("Transfer-Encoding") !== undefined) {
-      await streamedBodyLimit(c, async () => {});
-    } else if (Number(length) > bodyLimitBytes) tooLarge();
-    return await c.req.arrayBuffer();
+    if (length !== undefined && c.req.header("Transfer-Encoding") === undefined) {
+      if (Number(length) <= bodyLimitBytes) return await c.req.arrayBuffer();
+      // A length over the bound says the body goes past it: none of it is read.
+      const read = Number(length) > discardLimitBytes ? Infinity : 0;
+      return await refuse(c.req.raw.body?.getReader(), read);
+    }
+    const reader = c.req.raw.body?.getReader();
+    const chunks: Uint8Array<ArrayBuffer>[] = [];
+    let size = 0;
+    for (;;) {
+      const chunk = await reader?.read();
+      if (chunk === undefined || chunk.done) return await new Blob(chunks).arrayBuffer();
+      size += chunk.value.byteLength;
+      if (size > bodyLimitBytes) await refuse(reader, size);
+      chunks.push(chunk.value);
+    }
   };
 
   app.post(
@@ -280,11 +344,34 @@ export function createApp(options: AppOptions): Hono {
       if (error.id !== undefined) c.header("Location", `/users/${error.id}`);
       return c.json(errorBody(error.code, { message: error.message, id: error.id }), error.status);
     }
+    // An answer built whole where the request was refused (the 413 that drops its connection).
+    if (error instanceof HTTPException) return error.getResponse();
     onUnexpectedError(error);
     return c.json(errorBody("internal_error", { message: "internal error" }), 500);
   });
 
   return app;
+}
+
+/**
+ * A 413 with `json` as its body, after which the connection is dropped instead of kept: the body
+ * stream fails once its bytes are out, and Deno then closes the connection, leaving the rest of
+ * the request unread. Its error is a `Deno.errors.ConnectionAborted`, which `graceful_server.ts`
+ * knows not to report.
+ */
+function cutAfter(json: string): Response {
+  let sent = false;
+  const body = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (sent) {
+        controller.error(new Deno.errors.ConnectionAborted("request body over the discard bound"));
+      } else {
+        controller.enqueue(new TextEncoder().encode(json));
+        sent = true;
+      }
+    },
+  });
+  return new Response(body, { status: 413, headers: { "Content-Type": JSON_TYPE } });
 }
 
 /**

@@ -32,9 +32,37 @@ function fakeApp(accept?: (user: UserEnvelope) => Promise<void>) {
     userStatus: (id) => Promise.resolve(id === ID ? { status: "stored", ...ADA } : undefined),
     listUsers: (limit) => Promise.resolve([ADA].slice(0, limit)),
     bodyLimitBytes: 1024,
+    discardLimitBytes: 8192,
     newId: () => ID,
   });
   return { app, accepted };
+}
+
+/** A request body of `chunks` chunks of 1 KiB, pulled only when read, and what was read of it. */
+function countedBody(chunks: number) {
+  const counted = { read: 0, toTheEnd: false, cancelled: false };
+  const body = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (counted.read === chunks * 1024) {
+        counted.toTheEnd = true;
+        return controller.close();
+      }
+      counted.read += 1024;
+      controller.enqueue(new Uint8Array(1024).fill(0x20));
+    },
+    cancel() {
+      counted.cancelled = true;
+    },
+  }, { highWaterMark: 0 });
+  return { body, counted };
+}
+
+/** A POST of a counted body, with its Content-Length or (`length` undefined) chunked. */
+function postCounted(body: ReadableStream<Uint8Array>, length?: number): RequestInit {
+  const headers: Record<string, string> = length === undefined ? {} : {
+    "Content-Length": String(length),
+  };
+  return { method: "POST", body, headers, duplex: "half" } as RequestInit;
 }
 
 function post(body: string, headers: Record<string, string> = {}) {
@@ -123,7 +151,7 @@ Deno.test("createApp() answers 413 to a body over the limit", async () => {
   assert.equal(accepted.length, 0);
 });
 
-Deno.test("createApp() answers 413 to a Content-Length over the limit before reading the body", async () => {
+Deno.test("createApp() answers 413 to a Content-Length over the limit, and 202 to the same body with its length", async () => {
   const { app, accepted } = fakeApp();
   const body = '{"name": "Ada"}';
   const refused = await app.request("/users", post(body, { "Content-Length": "2000" }));
@@ -132,6 +160,38 @@ Deno.test("createApp() answers 413 to a Content-Length over the limit before rea
   const res = await app.request("/users", post(body, { "Content-Length": String(body.length) }));
   assert.equal(res.status, 202);
   assert.deepEqual(accepted.map((user) => user.name), ["Ada"]);
+});
+
+Deno.test("createApp() reads a body over the limit to its end, up to discardLimitBytes, before its 413", async () => {
+  for (const length of [6 * 1024, undefined]) {
+    const { app, accepted } = fakeApp();
+    const { body, counted } = countedBody(6);
+    const res = await app.request("/users", postCounted(body, length));
+    assert.equal(res.status, 413);
+    assert.ok(counted.toTheEnd, `read ${counted.read} of 6144 bytes (length ${length})`);
+    // A plain answer: its connection stays open for the next request.
+    assertError(await res.json(), /at most 1024 bytes/, "body_too_large");
+    assert.equal(accepted.length, 0);
+  }
+});
+
+Deno.test("createApp() reads no more than discardLimitBytes of a body far over it, and cuts its connection after the 413", async () => {
+  for (const length of [100 * 1024, undefined]) {
+    const { app, accepted } = fakeApp();
+    const { body, counted } = countedBody(100);
+    const res = await app.request("/users", postCounted(body, length));
+    assert.equal(res.status, 413);
+    assert.equal(res.headers.get("Content-Type"), "application/json");
+    // A length over the bound says it all: nothing is read; a chunked body, up to the bound.
+    assert.ok(counted.read <= (length === undefined ? 8192 + 1024 : 0), `read ${counted.read}`);
+    assert.ok(counted.cancelled, "the rest of the body is cancelled");
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    const answer = JSON.parse(new TextDecoder().decode(first.value));
+    assertError(answer, /at most 1024 bytes/, "body_too_large");
+    await assert.rejects(reader.read(), Deno.errors.ConnectionAborted);
+    assert.equal(accepted.length, 0);
+  }
 });
 
 Deno.test("createApp() answers 413 to a streamed body that grows over the limit", async () => {

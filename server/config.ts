@@ -27,7 +27,10 @@ export const serverVars = {
    * A day (Stripe's retention) outlasts any client's retries.
    */
   IDEMPOTENCY_TTL_SECONDS: intVar(1, 30 * 86_400).default(86_400),
-  /** Largest request body accepted; a bigger one gets 413 before it is read. */
+  /**
+   * Largest request body accepted; a bigger one gets 413, after the API read it to its end (up to
+   * `OVERSIZED_BODY_DISCARD_BYTES`, `app.ts`) so that a client that sends it whole reads the 413.
+   */
   BODY_LIMIT_BYTES: intVar(64, 1_048_576).default(16_384),
   /**
    * With N > 0 a push is answered 202 only once `WAIT N` says N replicas

@@ -17,7 +17,7 @@
 
 import { type Clock, systemClock } from "@users-pipeline/runtime/clock";
 import { withDeadline } from "@users-pipeline/runtime/deadline";
-import type { EventLog } from "@users-pipeline/runtime/event_log";
+import { errorText, type EventLog } from "@users-pipeline/runtime/event_log";
 
 /**
  * The longest wait for in-flight requests once the listener is closed: a POST
@@ -117,6 +117,19 @@ export async function serveGracefully(
     port,
     hostname,
     onListen: ({ port }) => log.info("listening", { port, msg: `listening on :${port}` }),
+    // Deno passes here what the handler threw (the app answers every error itself) and the error of
+    // a response body that failed while it was sent. One fails on purpose: the app's 413 to a body
+    // over its discard bound drops the connection so (`app.ts`), which is no news for the log.
+    onError: (error) => {
+      if (!(error instanceof Deno.errors.ConnectionAborted)) {
+        log.error("unexpected_error", {
+          error,
+          stack: error instanceof Error ? error.stack : undefined,
+          msg: `unexpected error: ${errorText(error)}`,
+        });
+      }
+      return new Response(null, { status: 500 });
+    },
   }, serve);
 
   const stop = (signal: Deno.Signal): Promise<void> => {

@@ -51,6 +51,20 @@ async function start(options: Partial<GracefulServerOptions> = {}): Promise<Star
       await gate.promise;
       return new Response("x".repeat(100_000));
     }
+    // A body that fails after its first bytes, with the error the path names.
+    const failing = { "/aborted": Deno.errors.ConnectionAborted, "/broken": RangeError }[path];
+    if (failing !== undefined) {
+      let sent = false;
+      return new Response(
+        new ReadableStream({
+          pull(controller) {
+            if (sent) return controller.error(new failing(`failed ${path}`));
+            controller.enqueue(new TextEncoder().encode("partial"));
+            sent = true;
+          },
+        }),
+      );
+    }
     return new Response("hello");
   }, {
     port: 0,
@@ -245,4 +259,22 @@ Deno.test("serveGracefully() counts its drain and its linger on the clock it is 
   await stopped;
   assert.deepEqual(written.map((w) => w.event), ["listening", "stopping", "stopped"]);
   assert.equal(clock.pending, 0);
+});
+
+Deno.test("serveGracefully() logs a response body that failed, but not one cut on purpose (ConnectionAborted)", async () => {
+  const { server, port, written, release } = await start();
+  release();
+  for (const path of ["/aborted", "/broken"]) {
+    const response = await fetch(`http://127.0.0.1:${port}${path}`);
+    await response.text().catch(() => {});
+  }
+  await until("the broken body logged", () => {
+    return Promise.resolve(written.some((w) => w.event === "unexpected_error"));
+  });
+  // The cut was sent first: had it been logged, its line would be there by now.
+  assert.deepEqual(
+    written.filter((w) => w.event === "unexpected_error").map((w) => w.record.msg),
+    ["unexpected error: failed /broken"],
+  );
+  await server.stop("SIGTERM");
 });
