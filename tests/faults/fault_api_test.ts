@@ -42,6 +42,7 @@ scenario("an API replica SIGKILLed under load: every 202 it gave is stored", asy
     // sent, no reply yet), so the kill surely lands on some: a replica this
     // fast otherwise has answered nearly everything the client still waits for.
     let inFlight: string[] = [];
+    let keyedInFlight = 0;
     let killedAt = 0;
     let cut = () => {};
     const stall = stage.fault("0.2 s Redis stall", ["unavailable"]);
@@ -53,6 +54,7 @@ scenario("an API replica SIGKILLed under load: every 202 it gave is stored", asy
       load.withdraw(victim.url);
       keyed.withdraw(victim.url);
       inFlight = load.inFlightNames(victim.url);
+      keyedInFlight = keyed.inFlight(victim.url);
       stage.expectEnd(current.process);
       cut = stage.fault("API replica SIGKILLed", ["cut"]);
       killAll(pids, "SIGKILL");
@@ -68,7 +70,7 @@ scenario("an API replica SIGKILLed under load: every 202 it gave is stored", asy
     keyed.restore(victim.url);
     cut();
     restartMs.push(Date.now() - killedAt);
-    heldAtKills += inFlight.length;
+    heldAtKills += inFlight.length + keyedInFlight;
     // The kill hit if some request it had was cut off rather than answered.
     const cutOff = load.outcomes.filter((o) =>
       inFlight.includes(o.name) && o.kind === "indeterminate"
@@ -76,7 +78,7 @@ scenario("an API replica SIGKILLed under load: every 202 it gave is stored", asy
     if (cutOff.length > 0) hits++;
   }
   await delay(500);
-  // Only requests the killed replicas held may be cut off.
+  // Only requests the killed replicas held may be cut off, the keyed client's among them.
   const { outcomes, drainMs, report } = await stage.settle(load, {
     maxIndeterminate: heldAtKills,
     keyed,
