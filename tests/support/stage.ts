@@ -203,12 +203,16 @@ export class Stage<T extends Topology = Topology> implements AsyncDisposable {
   }
 
   /**
-   * Records a fault the scenario causes from now until the returned function is called, plus
-   * `graceMs` for the services to notice it ended: requests overlapping it may get the answers
-   * `excuses` names.
+   * Records a fault the scenario causes from now (or `from`, for one known only once it ended)
+   * until the returned function is called, plus `graceMs` for the services to notice it ended:
+   * requests overlapping it may get the answers `excuses` names.
    */
-  fault(what: string, excuses: readonly Excuse[], { graceMs = 1_000 } = {}): () => void {
-    const i = this.#faults.push({ what, from: Date.now(), to: Infinity, excuses }) - 1;
+  fault(
+    what: string,
+    excuses: readonly Excuse[],
+    { graceMs = 1_000, from = Date.now() } = {},
+  ): () => void {
+    const i = this.#faults.push({ what, from, to: Infinity, excuses }) - 1;
     return () => {
       this.#faults[i] = { ...this.#faults[i]!, to: Date.now() + graceMs };
     };
