@@ -20,7 +20,7 @@ import { scenario } from "../support/scenario.ts";
 import { envelopes, rowCount, waitForHolders } from "../support/scenario_setups.ts";
 import type { EnvChanges } from "../support/service_env.ts";
 import type { Stage } from "../support/stage.ts";
-import { answers, avg, keyedSummary, seconds, verdict } from "../support/summary_phrases.ts";
+import { answers, avg, seconds, verdict } from "../support/summary_phrases.ts";
 import type { Outcome } from "../support/fault_load.ts";
 import { hasEvent, numberField, serviceEvents } from "../support/service_events.ts";
 import { v7 as uuidv7 } from "uuid";
@@ -38,9 +38,8 @@ for (const mode of ["batch", "single"] as const) {
         `kills-${mode}`,
         mode === "single" ? { ratePerSecond: 700 } : {},
       );
-      const keyed = stage.retrying([api], `kills-${mode}-keyed`);
       const kills = await killRepeatedly(stage, consumers, env, { hits: 6 });
-      const { drainMs, report } = await stage.settle(load, { keyed });
+      const { drainMs, report } = await stage.settle(load);
       await stage.stopAll();
       stage.summary(
         `consumer SIGKILL (${mode}): ${
@@ -49,7 +48,7 @@ for (const mode of ["batch", "single"] as const) {
           `(${kills.attempts} sent, ${kills.heldTotal} items held), each batch recovered (at ` +
           `most ${seconds(kills.recoveryBoundMs)}) in ` +
           `${seconds(kills.recoveryAvgMs)} avg / ${seconds(kills.recoveryMaxMs)} max, ` +
-          `${verdict(report)}, drained in ${seconds(drainMs)}; ${keyedSummary(keyed)}`,
+          `${verdict(report)}, drained in ${seconds(drainMs)}`,
       );
     },
   );

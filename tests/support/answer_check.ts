@@ -15,8 +15,9 @@
  *   stopped).
  *
  * An answer is explained when its request, from sending to answer, overlaps a
- * window that names it. Nothing explains a 4xx or any other 503 to a valid
- * request, nor a request that got no answer at all within the load's timeout
+ * window that names it. Nothing explains a 4xx, any other 503 or an answer the
+ * contract forbids (a 500, a 503 without Retry-After) to a valid request, nor
+ * a request that got no answer at all within the load's timeout
  * (a hang): no scenario's fault excuses those, since even a frozen Redis must
  * get a prompt 503. Indeterminate answers are counted against the scenario's
  * bound as well, and with `answerWithinMs` every answer, 202 or not, is held
@@ -80,8 +81,9 @@ export interface AnswerReport {
 
 /**
  * Checks that every answer other than 202 overlaps a fault that explains it
- * and that the indeterminate ones stay within the bound. Forbidden answers (a
- * 500, a 503 without Retry-After) are `checkDelivery`'s to report.
+ * and that the indeterminate ones stay within the bound. A forbidden answer (a
+ * 500, a 503 without Retry-After) no fault explains: `checkDelivery` reports
+ * the load's too, and the retrying client's tries are held here alone.
  */
 export function checkAnswers(
   outcomes: readonly Outcome[],
@@ -102,7 +104,7 @@ export function checkAnswers(
         unexplained.set(what, [...(unexplained.get(what) ?? []), outcome]);
       }
     }
-    if (outcome.kind === "accepted" || outcome.kind === "unexpected") continue;
+    if (outcome.kind === "accepted") continue;
     if (outcome.kind === "indeterminate") indeterminate++;
     const excuse = excuseFor(outcome);
     const fault = excuse === undefined
@@ -129,7 +131,8 @@ export function checkAnswers(
 }
 
 /** The fault kind that could explain `outcome`, or undefined when none could. */
-function excuseFor(outcome: Outcome): Excuse | undefined {
+export function excuseFor(outcome: Outcome): Excuse | undefined {
+  if (outcome.kind === "unexpected") return undefined;
   if (outcome.kind === "indeterminate") return outcome.timedOut ? undefined : "cut";
   if (outcome.status === 503 && outcome.code === QUEUE_FULL) return "full";
   if (outcome.status === 503 && outcome.code === QUEUE_UNAVAILABLE) return "unavailable";
@@ -139,6 +142,7 @@ function excuseFor(outcome: Outcome): Excuse | undefined {
 }
 
 function describe(outcome: Outcome, excuse: Excuse | undefined): string {
+  if (outcome.kind === "unexpected") return `answer the contract forbids: ${outcome.detail}`;
   if (outcome.kind === "indeterminate") {
     return outcome.timedOut
       ? "no answer within the load's timeout (a hang)"

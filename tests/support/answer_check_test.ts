@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import {
   checkAnswers,
+  excuseFor,
   type Fault,
   QUEUE_FULL,
   QUEUE_UNAVAILABLE,
@@ -66,6 +67,26 @@ Deno.test("checkAnswers() never explains a 4xx or another 503 to a valid request
   );
   assert.equal(report.problems.length, 2);
   assert.ok(report.problems.every((p) => p.includes("to a valid request")), report.problems[0]);
+});
+
+Deno.test("checkAnswers() never explains an answer the contract forbids, even inside a fault", () => {
+  const everything: Fault = { ...redisDown, excuses: ["full", "unavailable", "cut"] };
+  // A 503 queue_unavailable without Retry-After: its code alone would name the Redis outage.
+  const noRetryAfter = outcome({
+    kind: "unexpected",
+    status: 503,
+    code: QUEUE_UNAVAILABLE,
+    detail: '503 {"code":"queue_unavailable"}',
+    sentAt: 2_500,
+  });
+  const internal = outcome({ kind: "unexpected", status: 500, detail: "500 boom", sentAt: 2_500 });
+  assert.equal(excuseFor(noRetryAfter), undefined);
+  const report = checkAnswers([noRetryAfter, internal], [everything]);
+  assert.deepEqual(report.problems.map((p) => p.replace(/ \(e\.g\. .*/, "")), [
+    '1 × answer the contract forbids: 503 {"code":"queue_unavailable"}',
+    "1 × answer the contract forbids: 500 boom",
+  ]);
+  assert.equal(report.explained.size, 0);
 });
 
 Deno.test("checkAnswers() never explains a hang, even inside a fault", () => {

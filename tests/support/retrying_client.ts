@@ -1,18 +1,23 @@
 /**
  * A client that means to create each of its users exactly once, as docs/api.md
  * tells clients to: every `POST /users` carries an `Idempotency-Key` of its
- * own, and every answer other than 202 (a 503, a cut connection, a timeout)
- * is retried with the same key, after its `Retry-After`, until a 202 comes.
+ * own, and every answer a fault may cause (a 503 with its code, a cut
+ * connection) is retried with the same key, after its `Retry-After`, until a
+ * 202 comes. An answer no fault explains (a 500, a 503 without its code or
+ * Retry-After, a 4xx, no answer within `timeoutMs`) ends its user instead:
+ * retried, it would be hidden by the 202 that follows.
  * The fault scenarios run it beside their load and then hold the pipeline to
  * its end of the bargain: one row per key that got its 202, under that 202's
  * id; at most one for a key given up, under an id one of its refusals named
  * ({@linkcode RetryingClient.settled}, checked with the scenario's rows).
- * Every try's answer is kept ({@linkcode RetryingClient.answers}), so a
- * scenario can hold the tries to the same bounds and excuses as its load.
+ * Every try's answer is kept ({@linkcode RetryingClient.answers}), and
+ * `verifyDelivery` holds the tries to the same codes, bounds and fault windows
+ * as its load.
  *
  * @module
  */
 
+import { excuseFor } from "./answer_check.ts";
 import { type Outcome, postUser } from "./fault_load.ts";
 
 /** One user the client set out to create. */
@@ -23,7 +28,7 @@ export interface KeyedUser {
   id?: string;
   /** Requests sent for it. */
   tries: number;
-  /** True once it stopped without a 202 (its time ran out). */
+  /** True once it stopped without a 202: its time ran out, or an answer no fault explains came. */
   gaveUp: boolean;
 }
 
@@ -37,7 +42,7 @@ export interface RetryingClientOptions {
   readonly ratePerSecond: number;
   /** How long one user may be tried before the client gives it up. @default 60_000 */
   readonly giveUpMs?: number;
-  /** A try without an answer after this long is retried (a cut or hung request). @default 5_000 */
+  /** A try without an answer after this long is a hang, which ends its user. @default 5_000 */
   readonly timeoutMs?: number;
 }
 
@@ -53,6 +58,8 @@ export class RetryingClient {
   readonly #options: Required<RetryingClientOptions>;
   readonly #running: Promise<void>[] = [];
   readonly #withdrawn = new Set<string>();
+  /** The URL of each try waiting for its answer, by its number. */
+  readonly #inFlight = new Map<number, string>();
   #stopped = false;
   #tries = 0;
   #starter: Promise<void> = Promise.resolve();
@@ -83,6 +90,11 @@ export class RetryingClient {
     await this.#starter;
     await Promise.all(this.#running);
     return this.users;
+  }
+
+  /** Tries waiting for an answer now, to `url` or to any API. */
+  inFlight(url?: string): number {
+    return [...this.#inFlight.values()].filter((to) => url === undefined || to === url).length;
   }
 
   /** Every try sent, for every user: how many retries the faults cost. */
@@ -121,10 +133,12 @@ export class RetryingClient {
     const { giveUpMs, timeoutMs } = this.#options;
     const deadline = Date.now() + giveUpMs;
     while (Date.now() < deadline) {
-      const url = this.#pick(this.#tries++);
+      const n = this.#tries++;
+      const url = this.#pick(n);
       user.tries++;
       let pause = 100;
       if (url !== undefined) {
+        this.#inFlight.set(n, url);
         const answer = await postUser({
           url,
           name: user.name,
@@ -132,15 +146,15 @@ export class RetryingClient {
           sentAt: Date.now(),
           timeoutMs,
         });
+        this.#inFlight.delete(n);
         this.answers.push(answer);
         if (answer.kind === "accepted") {
           user.id = answer.id;
           return;
         }
-        if (answer.status !== undefined && answer.status >= 400 && answer.status < 500) {
-          // The request itself is wrong: retrying cannot help, and it is a bug of this test.
-          throw new Error(`${user.key}: ${answer.status} ${answer.code} ${answer.detail}`);
-        }
+        // No fault explains it (a 500, a 4xx, a hang): the answer stays for the checks to report,
+        // where a retry's 202 would have hidden it.
+        if (excuseFor(answer) === undefined) break;
         if (answer.retryAfter) pause = Number(answer.retryAfter) * 1_000;
       }
       const wait = Math.max(0, Math.min(pause, deadline - Date.now()));

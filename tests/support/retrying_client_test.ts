@@ -113,6 +113,74 @@ Deno.test("RetryingClient gives a key up once its time ran out, keeping every re
   }
 });
 
+Deno.test("RetryingClient ends a key at an answer no fault explains, keeping it, and retries the others", async () => {
+  const tries = new Map<string, number>();
+  const hanging: (() => void)[] = [];
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (request) => {
+    const key = request.headers.get("Idempotency-Key")!;
+    const { name } = await request.json();
+    const n = (tries.get(key) ?? 0) + 1;
+    tries.set(key, n);
+    switch (Number(key.split("-").at(-1)) % 4) {
+      case 0:
+        return new Response("boom", { status: 500 });
+      case 1:
+        return Response.json({ error: "down", code: "queue_unavailable" }, { status: 503 });
+      case 2:
+        await new Promise<void>((resolve) => hanging.push(resolve));
+        return Response.json({ id: `late-${name}` }, { status: 202 });
+    }
+    return n === 1
+      ? Response.json({ error: "down", code: "queue_unavailable" }, {
+        status: 503,
+        headers: { "Retry-After": "0" },
+      })
+      : Response.json({ id: `id-of-${name}` }, { status: 202 });
+  });
+  const url = `http://127.0.0.1:${server.addr.port}`;
+  try {
+    const client = new RetryingClient({
+      urls: [url],
+      prefix: "t",
+      ratePerSecond: 200,
+      timeoutMs: 100,
+    })
+      .start();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.ok(client.inFlight(url) >= 1, "the hanging try is in flight");
+    assert.equal(client.inFlight("http://127.0.0.1:1"), 0);
+    const users = await client.stop();
+    assert.ok(users.length >= 4, `${users.length} users in 50 ms at 200/s`);
+    assert.equal(client.inFlight(), 0);
+    const seen = users.map((user) => {
+      const answers = client.answers.filter((answer) => answer.name === user.name);
+      return {
+        gaveUp: user.gaveUp,
+        tries: user.tries,
+        id: user.id,
+        answers: answers.map((a) => `${a.kind} ${a.status ?? (a.timedOut ? "hang" : "cut")}`),
+      };
+    });
+    const expected = users.map((user, n) =>
+      [
+        { gaveUp: true, tries: 1, id: undefined, answers: ["unexpected 500"] },
+        { gaveUp: true, tries: 1, id: undefined, answers: ["unexpected 503"] },
+        { gaveUp: true, tries: 1, id: undefined, answers: ["indeterminate hang"] },
+        {
+          gaveUp: false,
+          tries: 2,
+          id: `id-of-${user.name}`,
+          answers: ["rejected 503", "accepted 202"],
+        },
+      ][n % 4]
+    );
+    assert.deepEqual(seen, expected);
+  } finally {
+    for (const resolve of hanging) resolve();
+    await server.shutdown();
+  }
+});
+
 Deno.test("settleKeyed() allows a key given up stored only where its answers say it may be", () => {
   const given = { key: "k", name: "n" };
   const refusal = (id?: string) => ({

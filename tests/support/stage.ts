@@ -10,7 +10,9 @@
  * - the answers: every request is valid, so each answer other than 202 must be explained by a
  *   fault the scenario caused, which it records with {@linkcode Stage.fault}; a hang never is,
  *   and indeterminate answers stay within the scenario's bound (`answer_check.ts`); and every
- *   answer, 202 or not, comes within its API's REDIS_TIMEOUT_MS and `ANSWER_MARGIN_MS`;
+ *   answer, 202 or not, comes within its API's REDIS_TIMEOUT_MS and `ANSWER_MARGIN_MS`; each try
+ *   of the keyed client ({@linkcode Stage.retrying}) as well, and at least one of them must have
+ *   met a fault;
  * - the processes: a service that exits without the scenario having killed, stopped or crashed
  *   it on purpose ({@linkcode Stage.kill}, {@linkcode Stage.signal}, {@linkcode Stage.expectEnd})
  *   fails it, and every other one must exit 0 on SIGTERM at the end ({@linkcode Stage.stopAll}).
@@ -201,12 +203,16 @@ export class Stage<T extends Topology = Topology> implements AsyncDisposable {
   }
 
   /**
-   * Records a fault the scenario causes from now until the returned function is called, plus
-   * `graceMs` for the services to notice it ended: requests overlapping it may get the answers
-   * `excuses` names.
+   * Records a fault the scenario causes from now (or `from`, for one known only once it ended)
+   * until the returned function is called, plus `graceMs` for the services to notice it ended:
+   * requests overlapping it may get the answers `excuses` names.
    */
-  fault(what: string, excuses: readonly Excuse[], { graceMs = 1_000 } = {}): () => void {
-    const i = this.#faults.push({ what, from: Date.now(), to: Infinity, excuses }) - 1;
+  fault(
+    what: string,
+    excuses: readonly Excuse[],
+    { graceMs = 1_000, from = Date.now() } = {},
+  ): () => void {
+    const i = this.#faults.push({ what, from, to: Infinity, excuses }) - 1;
     return () => {
       this.#faults[i] = { ...this.#faults[i]!, to: Date.now() + graceMs };
     };

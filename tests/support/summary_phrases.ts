@@ -18,11 +18,28 @@ export function describeExits(exits: readonly Exit[], held: readonly number[]): 
   ).join(", ");
 }
 
-/** What a retrying client's users cost and got, for a scenario's summary. */
-export function keyedSummary(client: Pick<RetryingClient, "users" | "tries">): string {
+/**
+ * What a retrying client's users cost and got, for a scenario's summary: how many of its tries met
+ * the fault (an answer other than 202), by status and code, `cut` or `no answer`.
+ */
+export function keyedSummary(
+  client: Pick<RetryingClient, "users" | "tries" | "answers">,
+): string {
   const done = client.users.filter((user) => user.id !== undefined).length;
+  const met = new Map<string, number>();
+  for (const answer of client.answers) {
+    if (answer.kind === "accepted") continue;
+    const what = answer.kind === "indeterminate"
+      ? answer.timedOut ? "no answer" : "cut"
+      : `${answer.status} ${answer.code ?? "(no code)"}`;
+    met.set(what, (met.get(what) ?? 0) + 1);
+  }
+  const count = [...met.values()].reduce((a, b) => a + b, 0);
+  const kinds = [...met].map(([what, n]) => `${n} × ${what}`).join(", ");
   return `keyed client: ${done} of ${client.users.length} keys 202 after ${client.tries} tries, ` +
-    `each stored once under its id`;
+    `${count} of them met the fault${
+      count > 0 ? ` (${kinds})` : ""
+    }, each stored once under its id`;
 }
 
 /** `accepted, refused, indeterminate` as a phrase. */

@@ -26,15 +26,41 @@ Deno.test("describeExits() says what each consumer held and how it ended", () =>
   );
 });
 
-Deno.test("keyedSummary() counts the keys that got their 202", () => {
+Deno.test("keyedSummary() counts the keys that got their 202 and the tries that met the fault", () => {
+  const answer = (fields: Partial<Outcome> & Pick<Outcome, "kind">): Outcome => ({
+    name: "b",
+    url: "u",
+    sentAt: 0,
+    ms: 1,
+    ...fields,
+  });
+  const unavailable = answer({ kind: "rejected", status: 503, code: "queue_unavailable" });
   assert.equal(
     keyedSummary({
       users: [
         { key: "k1", name: "a", id: "1", tries: 1, gaveUp: false },
-        { key: "k2", name: "b", tries: 4, gaveUp: false },
+        { key: "k2", name: "b", tries: 5, gaveUp: false },
       ],
-      tries: 5,
+      tries: 6,
+      answers: [
+        answer({ kind: "accepted", status: 202, name: "a" }),
+        unavailable,
+        answer({ kind: "indeterminate" }),
+        unavailable,
+        answer({ kind: "indeterminate", timedOut: true }),
+        answer({ kind: "unexpected", status: 500 }),
+      ],
     }),
-    "keyed client: 1 of 2 keys 202 after 5 tries, each stored once under its id",
+    "keyed client: 1 of 2 keys 202 after 6 tries, 5 of them met the fault (2 × 503 " +
+      "queue_unavailable, 1 × cut, 1 × no answer, 1 × 500 (no code)), each stored once under its id",
+  );
+  assert.equal(
+    keyedSummary({
+      users: [{ key: "k1", name: "a", id: "1", tries: 1, gaveUp: false }],
+      tries: 1,
+      answers: [answer({ kind: "accepted", status: 202, name: "a" })],
+    }),
+    "keyed client: 1 of 1 keys 202 after 1 tries, 0 of them met the fault, each stored once " +
+      "under its id",
   );
 });
