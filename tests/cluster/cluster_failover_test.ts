@@ -38,7 +38,9 @@
  * KEYED_GIVE_UP_MS: its tries are held to the same bounds and excuses as the load's, each key
  * that got a 202 (on a retry too) is stored exactly once under that id, only keys of the dead
  * master's shards are given up, each stored once at most and only under an id one of its 503s
- * named, and `GET /users/{id}` on every id a 503 named agrees with the table.
+ * named, and `GET /users/{id}` on every id a 503 named agrees with the table; a run where no key
+ * given up was refused as unconfirmed on every try and stored under that id fails as
+ * inconclusive.
  * Throughout, a master's fault explains only the answers that name an id of its shards
  * (`Fault.shards`), but while the cluster refuses every key, until its replica is promoted.
  * Each prints its accounting line (accepted, stored, lost, duplicated, unconfirmed…).
@@ -406,6 +408,8 @@ for (const shards of [3, 6]) {
  * 202, on its first try or a retry, is stored exactly once under that id; a key given up is
  * stored at most once, and only under an id one of its 503s named (`settleKeyed`); and only
  * keys of the `orphaned` shards are given up: every 503 of a key given up named an id of theirs.
+ * It fails as inconclusive unless some key was given up after every try of it was refused as
+ * unconfirmed, and stored under the id they named: the keyed path met the dead master.
  * docs/scaling.md, "Failover and `REDIS_WAIT_REPLICAS`": until a replica joins the promoted
  * master, "the shards refuse", and "a client that retries with its `Idempotency-Key` makes no
  * second user"; docs/delivery.md, "What each answer means for the client": with a key, "at most
@@ -452,6 +456,22 @@ async function settleLeftDeadKeys(
     outside.slice(0, 5).map((user) => user.key),
     [],
     `${outside.length} keys given up outside the dead master's shards ${[...orphaned]}`,
+  );
+  // The control: the keyed path must have met the dead master as docs/scaling.md says a keyed
+  // client does ("the same 503 `unconfirmed`, naming the same id, on every retry until a replica
+  // joins; if it gives up, its user is usually stored anyway, once, under that id"), or the
+  // checks above held nothing of what a keyed client sees while it stays dead.
+  const storedAs = new Map(rows.map((row) => [row.name, row.id]));
+  const met = given.filter((user) => {
+    const tries = byName.get(user.name) ?? [];
+    return tries.length > 1 &&
+      tries.every((o) => o.code === QUEUE_UNCONFIRMED && o.id === storedAs.get(user.name));
+  });
+  assert.ok(given.length > 0, "inconclusive: no key was given up");
+  assert.ok(
+    met.length > 0,
+    `inconclusive: none of the ${given.length} keys given up was refused as unconfirmed on ` +
+      "every try and stored under the id those 503s named",
   );
 }
 
