@@ -50,7 +50,7 @@
 
 import assert from "node:assert/strict";
 import { shardOf } from "@users-pipeline/queue";
-import type { Failover, RedisCluster } from "@users-pipeline/harness/redis_cluster";
+import { type Failover, redisCli, type RedisCluster } from "@users-pipeline/harness/redis_cluster";
 import { delay, waitFor } from "@users-pipeline/harness/wait";
 import {
   checkAnswers,
@@ -140,7 +140,7 @@ for (const { wait, shards } of CASES) {
       } finally {
         pg.server.thaw();
       }
-      faults.push(clusterDown(master.name, failover));
+      faults.push(await clusterDown(master.name, failover));
       const { promoted, ms: failoverMs, cutAt = 0, killedAt } = failover;
       const acceptedDuring = load.count("accepted") - acceptedBefore;
       // Back as the promoted node's replica, so that WAIT can be satisfied again.
@@ -303,7 +303,7 @@ for (const shards of [3, 6]) {
       } finally {
         pg.server.thaw();
       }
-      faults.push(clusterDown(master.name, failover));
+      faults.push(await clusterDown(master.name, failover));
       fault();
       const deadFrom = Date.now() + LEARN_MS;
       // From then on the shard has a master without a replica: docs/scaling.md, "Failover and
@@ -504,13 +504,18 @@ function masterFault(
  * While the nodes agree that the killed master failed and its replica is not yet promoted, Redis
  * Cluster refuses every key, so any shard's push may be refused: docs/scaling.md, "Failover and
  * `REDIS_WAIT_REPLICAS`": "Redis Cluster then refuses every key (`cluster-require-full-coverage`,
- * yes by default), so their pushes get 503 `queue_unavailable` too". From the kill until
- * `killMaster` saw the cluster whole.
+ * yes by default), so their pushes get 503 `queue_unavailable` too". From `cluster-node-timeout`
+ * after the kill (no node suspects the master sooner) until `killMaster` saw the cluster whole.
  */
-function clusterDown(master: string, { killedAt, ms }: Failover): Fault {
+async function clusterDown(master: string, failover: Failover): Promise<Fault> {
+  const { killedAt, ms, promoted } = failover;
+  const [, value] = (await redisCli(promoted.port, "CONFIG", "GET", "cluster-node-timeout"))
+    .trim().split("\n");
+  assert.match(value ?? "", /^\d+$/, `cluster-node-timeout of ${promoted.name}`);
+  const nodeTimeoutMs = Number(value);
   return {
     what: `${master} SIGKILLed, the cluster down until its replica was promoted`,
-    from: killedAt,
+    from: killedAt + nodeTimeoutMs,
     to: killedAt + ms,
     excuses: ["unavailable"],
   };
@@ -519,9 +524,8 @@ function clusterDown(master: string, { killedAt, ms }: Failover): Fault {
 /**
  * Every answer other than 202 is explained by a fault of the master whose shards its id is of:
  * docs/scaling.md, "Failover and `REDIS_WAIT_REPLICAS`": pushes to the dead master's shards get
- * 503 `queue_unavailable`, "the other shards go on answering 202" (but for the cluster down
- * meanwhile: {@linkcode clusterDown}). An answer that names no id
- * names no shard, so none explains it. How long each took is `Stage.assertAnswers`'s to check.
+ * 503 `queue_unavailable`, "the other shards go on answering 202" (but while the cluster is down:
+ * {@linkcode clusterDown}). An answer that names no id names no shard, so none explains it. How long each took is `Stage.assertAnswers`'s to check.
  */
 function assertOwnShards(outcomes: readonly Outcome[], faults: readonly Fault[]): void {
   const { problems } = checkAnswers(outcomes, faults);
