@@ -38,7 +38,11 @@
  * KEYED_GIVE_UP_MS: its tries are held to the same bounds and excuses as the load's, each key
  * that got a 202 (on a retry too) is stored exactly once under that id, only keys of the dead
  * master's shards are given up, each stored once at most and only under an id one of its 503s
- * named, and `GET /users/{id}` on every id a 503 named agrees with the table.
+ * named, and `GET /users/{id}` on every id a 503 named agrees with the table; a run where no key
+ * given up was refused as unconfirmed on every try and stored under that id fails as
+ * inconclusive.
+ * Throughout, a master's fault explains only the answers that name an id of its shards
+ * (`Fault.shards`), but while the cluster refuses every key, until its replica is promoted.
  * Each prints its accounting line (accepted, stored, lost, duplicated, unconfirmed…).
  *
  * @module
@@ -46,9 +50,15 @@
 
 import assert from "node:assert/strict";
 import { shardOf } from "@users-pipeline/queue";
-import type { RedisCluster } from "@users-pipeline/harness/redis_cluster";
+import { type Failover, redisCli, type RedisCluster } from "@users-pipeline/harness/redis_cluster";
 import { delay, waitFor } from "@users-pipeline/harness/wait";
-import { type Excuse, QUEUE_UNAVAILABLE, QUEUE_UNCONFIRMED } from "../support/answer_check.ts";
+import {
+  checkAnswers,
+  type Excuse,
+  type Fault,
+  QUEUE_UNAVAILABLE,
+  QUEUE_UNCONFIRMED,
+} from "../support/answer_check.ts";
 import { clusterScenario } from "../support/scenario.ts";
 import { ANSWER_MARGIN_MS } from "../support/service_env.ts";
 import type { Stage } from "../support/stage.ts";
@@ -109,7 +119,12 @@ for (const { wait, shards } of CASES) {
       // while the shard has no master, and with WAIT a 503 unconfirmed while it has no replica
       // (docs/scaling.md, "Failover and `REDIS_WAIT_REPLICAS`": "Fewer confirmations in time give 503
       // `unconfirmed`"). Outside it, neither may occur.
-      const fault = stage.fault(`${master.name} SIGKILLed`, failoverExcuses(wait), {
+      const faults: Fault[] = [];
+      const fault = masterFault(stage, {
+        faults,
+        what: `${master.name} SIGKILLed`,
+        excuses: failoverExcuses(wait),
+        of: onMaster,
         graceMs: LEARN_MS,
       });
       // Read before killMaster() drops the replicas' links, so that a push the master ran alone
@@ -125,6 +140,7 @@ for (const { wait, shards } of CASES) {
       } finally {
         pg.server.thaw();
       }
+      faults.push(await clusterDown(master.name, failover));
       const { promoted, ms: failoverMs, cutAt = 0, killedAt } = failover;
       const acceptedDuring = load.count("accepted") - acceptedBefore;
       // Back as the promoted node's replica, so that WAIT can be satisfied again.
@@ -144,6 +160,7 @@ for (const { wait, shards } of CASES) {
         mayLose: wait === 0 ? { from: cutFrom, to: killedAt, shards: onMaster } : undefined,
         crashCountsMayRemain: true,
       });
+      assertOwnShards(outcomes, faults);
       await stage.stopAll();
       // The requests sent while the master was alone; those accepted into its shards are held
       // by no replica.
@@ -263,7 +280,12 @@ for (const shards of [3, 6]) {
       // Until the cluster is whole without it, and LEARN_MS for the APIs' client to learn the new
       // layout: 503 queue_unavailable while the shard has no master (docs/delivery.md, "Every answer is
       // prompt": 503 when Redis did not answer), unconfirmed once it has one without a replica.
-      const fault = stage.fault(`${master.name} SIGKILLed`, ["unavailable", "unconfirmed"], {
+      const faults: Fault[] = [];
+      const fault = masterFault(stage, {
+        faults,
+        what: `${master.name} SIGKILLed`,
+        excuses: ["unavailable", "unconfirmed"],
+        of: orphaned,
         graceMs: LEARN_MS,
       });
       // PostgreSQL frozen, so users answered 202 before the kill wait in the shard's list (a
@@ -281,12 +303,18 @@ for (const shards of [3, 6]) {
       } finally {
         pg.server.thaw();
       }
+      faults.push(await clusterDown(master.name, failover));
       fault();
       const deadFrom = Date.now() + LEARN_MS;
       // From then on the shard has a master without a replica: docs/scaling.md, "Failover and
       // `REDIS_WAIT_REPLICAS`": "every push to those shards gets 503 `unconfirmed`", and
       // nothing else.
-      const leftDead = stage.fault(`${master.name} left dead`, ["unconfirmed"]);
+      const leftDead = masterFault(stage, {
+        faults,
+        what: `${master.name} left dead`,
+        excuses: ["unconfirmed"],
+        of: orphaned,
+      });
       await delay(LEARN_MS + LEFT_DEAD_MS);
       // The keyed client's last users are tried for up to KEYED_GIVE_UP_MS more, still inside it.
       const [outcomes, keyedUsers] = await Promise.all([load.stop(), keyed.stop()]);
@@ -347,6 +375,7 @@ for (const shards of [3, 6]) {
       // Every keyed try's answer other than 202 falls in the failover's window or the one left
       // dead, with a code they explain, and in time, as the load's do in verify() below.
       stage.assertAnswers(tries);
+      assertOwnShards([...outcomes, ...tries], faults);
       // Every refusal that named an id, the load's and the keyed client's, settled as
       // docs/delivery.md, "What each answer means for the client", tells a client to.
       const settled = await stage.assertSettled(apis[0]!, [...outcomes, ...tries]);
@@ -379,6 +408,8 @@ for (const shards of [3, 6]) {
  * 202, on its first try or a retry, is stored exactly once under that id; a key given up is
  * stored at most once, and only under an id one of its 503s named (`settleKeyed`); and only
  * keys of the `orphaned` shards are given up: every 503 of a key given up named an id of theirs.
+ * It fails as inconclusive unless some key was given up after every try of it was refused as
+ * unconfirmed, and stored under the id they named: the keyed path met the dead master.
  * docs/scaling.md, "Failover and `REDIS_WAIT_REPLICAS`": until a replica joins the promoted
  * master, "the shards refuse", and of a keyed client, "if it gives up, its user is usually stored
  * anyway, once, under that id"; docs/delivery.md, "What each answer means for the client": with a
@@ -425,6 +456,82 @@ async function settleLeftDeadKeys(
     outside.slice(0, 5).map((user) => user.key),
     [],
     `${outside.length} keys given up outside the dead master's shards ${[...orphaned]}`,
+  );
+  // The control: the keyed path must have met the dead master as docs/scaling.md says a keyed
+  // client does ("the same 503 `unconfirmed`, naming the same id, on every retry until a replica
+  // joins; if it gives up, its user is usually stored anyway, once, under that id"), or the
+  // checks above held nothing of what a keyed client sees while it stays dead.
+  const storedAs = new Map(rows.map((row) => [row.name, row.id]));
+  const met = given.filter((user) => {
+    const tries = byName.get(user.name) ?? [];
+    return tries.length > 1 &&
+      tries.every((o) => o.code === QUEUE_UNCONFIRMED && o.id === storedAs.get(user.name));
+  });
+  assert.ok(given.length > 0, "inconclusive: no key was given up");
+  assert.ok(
+    met.length > 0,
+    `inconclusive: none of the ${given.length} keys given up was refused as unconfirmed on ` +
+      "every try and stored under the id those 503s named",
+  );
+}
+
+/**
+ * Records on `stage` a fault of the master serving the shards `of`, and the same window in
+ * `faults`, scoped to them (`Fault.shards`) for {@linkcode assertOwnShards}: the stage's own
+ * window, which `Stage.fault` records for every shard, explains the answers of any shard.
+ * Returns the function that ends both, `graceMs` later.
+ */
+function masterFault(
+  stage: Stage<ClusterRedis>,
+  { faults, what, excuses, of, graceMs = 1_000 }: {
+    faults: Fault[];
+    what: string;
+    excuses: readonly Excuse[];
+    of: ReadonlySet<number>;
+    graceMs?: number;
+  },
+): () => void {
+  const end = stage.fault(what, excuses, { graceMs });
+  const shards = { of, count: stage.shards.length };
+  const i = faults.push({ what, from: Date.now(), to: Infinity, excuses, shards }) - 1;
+  return () => {
+    faults[i] = { ...faults[i]!, to: Date.now() + graceMs };
+    end();
+  };
+}
+
+/**
+ * While the nodes agree that the killed master failed and its replica is not yet promoted, Redis
+ * Cluster refuses every key, so any shard's push may be refused: docs/scaling.md, "Failover and
+ * `REDIS_WAIT_REPLICAS`": "Redis Cluster then refuses every key (`cluster-require-full-coverage`,
+ * yes by default), so their pushes get 503 `queue_unavailable` too". From `cluster-node-timeout`
+ * after the kill (no node suspects the master sooner) until `killMaster` saw the cluster whole.
+ */
+async function clusterDown(master: string, failover: Failover): Promise<Fault> {
+  const { killedAt, ms, promoted } = failover;
+  const [, value] = (await redisCli(promoted.port, "CONFIG", "GET", "cluster-node-timeout"))
+    .trim().split("\n");
+  assert.match(value ?? "", /^\d+$/, `cluster-node-timeout of ${promoted.name}`);
+  const nodeTimeoutMs = Number(value);
+  return {
+    what: `${master} SIGKILLed, the cluster down until its replica was promoted`,
+    from: killedAt + nodeTimeoutMs,
+    to: killedAt + ms,
+    excuses: ["unavailable"],
+  };
+}
+
+/**
+ * Every answer other than 202 is explained by a fault of the master whose shards its id is of:
+ * docs/scaling.md, "Failover and `REDIS_WAIT_REPLICAS`": pushes to the dead master's shards get
+ * 503 `queue_unavailable`, "the other shards go on answering 202" (but while the cluster is down:
+ * {@linkcode clusterDown}). An answer that names no id names no shard, so none explains it. How long each took is `Stage.assertAnswers`'s to check.
+ */
+function assertOwnShards(outcomes: readonly Outcome[], faults: readonly Fault[]): void {
+  const { problems } = checkAnswers(outcomes, faults);
+  assert.ok(
+    problems.length === 0,
+    `answers no fault of their shards explains:\n  ${problems.join("\n  ")}`,
   );
 }
 

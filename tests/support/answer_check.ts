@@ -26,6 +26,7 @@
  * @module
  */
 
+import { shardOf } from "@users-pipeline/queue";
 import { type ErrorCode, NO_REPLICA_READY } from "@users-pipeline/server/api_error";
 import type { Outcome } from "./fault_load.ts";
 
@@ -57,6 +58,14 @@ export interface Fault {
    * allows it (Traefik retrying a refused connection on another replica, say). @default 0
    */
   readonly slowerByMs?: number;
+  /**
+   * The shards it hit, when not every one (a Redis Cluster master's, of `count` shards): it then
+   * explains only an answer whose id is of one of them (`shardOf`), as the API's 503s after a push
+   * name the id they minted. An answer that names no id (a cut connection, Traefik's 503) names
+   * no shard, so such a fault never explains it: a failing Redis leaves the API up to answer.
+   * @default every shard
+   */
+  readonly shards?: { readonly of: ReadonlySet<number>; readonly count: number };
 }
 
 /** Options of {@linkcode checkAnswers}. */
@@ -98,7 +107,7 @@ export function checkAnswers(
     if (!outcome.timedOut) {
       const bound = typeof answerWithinMs === "number" ? answerWithinMs : answerWithinMs(outcome);
       const allowed = bound +
-        Math.max(0, ...faults.filter((f) => overlaps(outcome, f)).map((f) => f.slowerByMs ?? 0));
+        Math.max(0, ...faults.filter((f) => hits(outcome, f)).map((f) => f.slowerByMs ?? 0));
       if (outcome.ms > allowed) {
         const what = `answer slower than ${bound} ms (or a fault's allowance)`;
         unexplained.set(what, [...(unexplained.get(what) ?? []), outcome]);
@@ -109,7 +118,7 @@ export function checkAnswers(
     const excuse = excuseFor(outcome);
     const fault = excuse === undefined
       ? undefined
-      : faults.find((f) => f.excuses.includes(excuse) && overlaps(outcome, f));
+      : faults.find((f) => f.excuses.includes(excuse) && hits(outcome, f));
     if (fault !== undefined) {
       explained.set(fault.what, (explained.get(fault.what) ?? 0) + 1);
       continue;
@@ -152,6 +161,13 @@ function describe(outcome: Outcome, excuse: Excuse | undefined): string {
   return excuse === undefined
     ? `${answer} to a valid request`
     : `${answer} outside any fault that explains it`;
+}
+
+/** Whether `fault` hit `outcome`: its window and, when it names them, one of its shards. */
+function hits(outcome: Outcome, fault: Fault): boolean {
+  const { shards } = fault;
+  return overlaps(outcome, fault) && (shards === undefined ||
+    (outcome.id !== undefined && shards.of.has(shardOf(outcome.id, shards.count))));
 }
 
 /** Whether `outcome`'s request, from sending to answer, overlaps `fault`'s window. */

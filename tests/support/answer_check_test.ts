@@ -244,3 +244,61 @@ Deno.test("classify() holds a refusal without a code, or a 503 without Retry-Aft
     assert.equal(outcome.kind, "unexpected", outcome.detail);
   }
 });
+
+/** An id of the API's shape (UUIDv7) whose millisecond is `ms`: `shardOf` puts it in `ms % K`. */
+const idAt = (ms: number) => {
+  const hex = ms.toString(16).padStart(12, "0");
+  return `${hex.slice(0, 8)}-${hex.slice(8)}-7000-8000-000000000000`;
+};
+/** A master of a cluster of 3 shards failing: shard 1 is its. */
+const masterDown: Fault = {
+  what: "master of shard 1 SIGKILLed",
+  from: 2_000,
+  to: 3_000,
+  excuses: ["unavailable", "unconfirmed", "cut"],
+  shards: { of: new Set([1]), count: 3 },
+};
+
+Deno.test("checkAnswers() explains a 503 by a fault of some shards only if the id it names is of one", () => {
+  const unconfirmed = (id: string) =>
+    outcome({ kind: "rejected", status: 503, code: QUEUE_UNCONFIRMED, id, sentAt: 2_500 });
+  const report = checkAnswers(
+    [
+      { ...unavailable(2_500), id: idAt(4) },
+      unconfirmed(idAt(7)),
+      { ...unavailable(2_500), id: idAt(5) },
+      unconfirmed(idAt(3)),
+    ],
+    [masterDown],
+  );
+  assert.equal(report.explained.get(masterDown.what), 2);
+  assert.equal(report.problems.length, 2, report.problems.join("\n"));
+  assert.match(report.problems[0]!, /^1 × 503 queue_unavailable .*outside any fault/);
+  assert.match(report.problems[1]!, /^1 × 503 unconfirmed .*outside any fault/);
+});
+
+Deno.test("checkAnswers() explains no answer without an id by a fault of some shards", () => {
+  const cut = outcome({ kind: "indeterminate", detail: "connection reset", sentAt: 2_500 });
+  const noId = { ...unavailable(2_500), id: undefined };
+  const scoped = checkAnswers([cut, noId], [masterDown], { maxIndeterminate: 1 });
+  assert.equal(scoped.problems.length, 2, scoped.problems.join("\n"));
+  assert.match(scoped.problems[0]!, /^1 × connection cut .* outside any API kill/);
+  const { shards: _, ...everyShard } = masterDown;
+  const unscoped = checkAnswers([cut, noId], [everyShard], { maxIndeterminate: 1 });
+  assert.deepEqual(unscoped.problems, []);
+});
+
+Deno.test("checkAnswers() gives a fault's slowerByMs only to the answers of its shards", () => {
+  const slow = (id: string) =>
+    outcome({ kind: "accepted", status: 202, id, sentAt: 2_500, ms: 900 });
+  const report = checkAnswers(
+    [slow(idAt(4)), slow(idAt(5))],
+    [{ ...masterDown, slowerByMs: 500 }],
+    { answerWithinMs: 500 },
+  );
+  assert.equal(report.problems.length, 1, report.problems.join("\n"));
+  assert.match(
+    report.problems[0]!,
+    /^1 × answer slower than 500 ms .*user-\d+ sent at 2500, 900 ms\)$/,
+  );
+});
