@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FetchedBatch } from "@users-pipeline/queue";
+import { FencedError, FetchedBatch } from "@users-pipeline/queue";
 import { Acknowledger } from "./acknowledger.ts";
 import type { ConsumerEvent, ConsumerMeasurement, ConsumerStats } from "./consumer_events.ts";
 import { Retrier } from "./retrier.ts";
@@ -11,7 +11,6 @@ async function setUp({ fetchesWithAck = true } = {}) {
   const events: ConsumerEvent[] = [];
   const measurements: ConsumerMeasurement[] = [];
   const stats: ConsumerStats = { stored: 0, deadLettered: 0, batches: 0, recovered: 0 };
-  const reregistered: string[] = [];
   const retrier = new Retrier({
     clock,
     retryMaxDelayMs: 5_000,
@@ -20,7 +19,6 @@ async function setUp({ fetchesWithAck = true } = {}) {
   });
   const acknowledger = new Acknowledger({
     retrier,
-    membership: { reregister: (reason) => Promise.resolve(void reregistered.push(reason)) },
     batchSize: 2,
     fetchesWithAck,
     stats,
@@ -43,12 +41,14 @@ async function setUp({ fetchesWithAck = true } = {}) {
     insertSeconds: 0.5,
     latenciesSeconds: [1],
   };
-  return { queue, events, measurements, stats, reregistered, retrier, acknowledger, stored };
+  return { queue, events, measurements, stats, retrier, acknowledger, stored };
 }
 
 Deno.test("Acknowledger counts a batch once its acknowledgement is accepted, and reports its dead letters", async () => {
-  const { queue, events, measurements, stats, acknowledger, stored } = await setUp();
-  assert.equal(await acknowledger.acknowledge(stored), "acked");
+  const { queue, events, measurements, stats, acknowledger, stored } = await setUp({
+    fetchesWithAck: false,
+  });
+  assert.equal(await acknowledger.acknowledge(stored, { fetchHeld: 0 }), undefined);
   assert.deepEqual(stats, { stored: 1, deadLettered: 1, batches: 1, recovered: 0 });
   assert.deepEqual(queue.storedIds, stored.storedIds);
   assert.deepEqual(events, [{
@@ -78,19 +78,21 @@ Deno.test("Acknowledger carries the next fetch, saying what the consumer still h
 Deno.test("Acknowledger only acknowledges when stopping, or when the queue fetches separately", async () => {
   const stopping = await setUp();
   stopping.retrier.stop();
-  assert.equal(await stopping.acknowledger.acknowledge(stopping.stored, { fetchHeld: 0 }), "acked");
+  assert.equal(
+    await stopping.acknowledger.acknowledge(stopping.stored, { fetchHeld: 0 }),
+    undefined,
+  );
   assert.deepEqual(stopping.queue.ackFetchHeld, []);
   const sharded = await setUp({ fetchesWithAck: false });
-  assert.equal(await sharded.acknowledger.acknowledge(sharded.stored, { fetchHeld: 0 }), "acked");
+  assert.equal(await sharded.acknowledger.acknowledge(sharded.stored, { fetchHeld: 0 }), undefined);
   assert.deepEqual(sharded.queue.ackFetchHeld, []);
   assert.equal(sharded.stats.batches, 1);
 });
 
-Deno.test("Acknowledger fenced re-registers and counts nothing: whoever acknowledges the batch counts it", async () => {
-  const { queue, events, measurements, stats, reregistered, acknowledger, stored } = await setUp();
+Deno.test("Acknowledger fenced rejects and counts nothing: whoever acknowledges the batch counts it", async () => {
+  const { queue, events, measurements, stats, acknowledger, stored } = await setUp();
   queue.fence("c1");
-  assert.equal(await acknowledger.acknowledge(stored, { fetchHeld: 0 }), "fenced");
-  assert.deepEqual(reregistered, ["it was presumed dead while storing a batch"]);
+  await assert.rejects(acknowledger.acknowledge(stored, { fetchHeld: 0 }), FencedError);
   assert.deepEqual(stats, { stored: 0, deadLettered: 0, batches: 0, recovered: 0 });
   assert.deepEqual(events, []);
   assert.deepEqual(measurements, []);

@@ -7,7 +7,7 @@
  */
 
 import { errorText, type EventLog, type LogLevel } from "@users-pipeline/runtime/event_log";
-import type { ConsumerEvent } from "./consumer.ts";
+import type { ConsumerEvent } from "./consumer_events.ts";
 
 /** Writes `event` to `log`. */
 export function logConsumerEvent(log: EventLog, event: ConsumerEvent): void {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
+import { FencedError } from "@users-pipeline/queue";
 import { Fetcher } from "./fetcher.ts";
-import { Retrier } from "./retrier.ts";
+import { Abandoned, Retrier } from "./retrier.ts";
 import { FakeClock, MemoryQueue, until, user } from "./test_fakes.ts";
 
 async function setUp() {
@@ -25,16 +26,17 @@ async function setUp() {
   return { clock, queue, retrier, fetcher, waits };
 }
 
-Deno.test("Fetcher.fetch() takes a batch holding nothing, and says fenced instead of throwing", async () => {
+Deno.test("Fetcher.fetch() takes a batch, an empty one from an empty queue, and rejects once fenced", async () => {
   const { queue, fetcher } = await setUp();
   queue.push(user(1), user(2), user(3));
   const batch = await fetcher.fetch();
-  assert.ok(batch !== "fenced");
   assert.deepEqual(batch.items, [user(1), user(2)]);
   assert.equal(batch.consumerId, "c1");
+  assert.deepEqual((await fetcher.fetch(2)).items, [user(3)]);
+  assert.deepEqual((await fetcher.fetch(3)).items, []);
   queue.fence("c1");
-  assert.equal(await fetcher.fetch(), "fenced");
-  assert.deepEqual(queue.fetchHeld, [0, 0]);
+  await assert.rejects(fetcher.fetch(), FencedError);
+  assert.deepEqual(queue.fetchHeld, [0, 2, 3, 0]);
 });
 
 Deno.test("Fetcher.fetch() retries a failing Redis until it answers", async () => {
@@ -42,24 +44,18 @@ Deno.test("Fetcher.fetch() retries a failing Redis until it answers", async () =
   queue.fetchFailures.push(new Error("Connection is closed."), new Error("Connection is closed."));
   queue.push(user(1));
   let items: readonly string[] | undefined;
-  void fetcher.fetch().then((batch) => void (items = batch === "fenced" ? [] : batch.items));
+  void fetcher.fetch().then((batch) => void (items = batch.items));
   await until(clock, () => items !== undefined, "the batch after the failures");
   assert.deepEqual(items, [user(1)]);
   assert.equal(queue.fetchHeld.length, 3);
 });
 
-Deno.test("Fetcher.fetchEarly() says what is held, and takes nothing once stopping", async () => {
+Deno.test("Fetcher.fetch() takes nothing once stopping: it is given up", async () => {
   const { queue, retrier, fetcher } = await setUp();
-  queue.push(user(1), user(2), user(3));
-  const inHand = await fetcher.fetch();
-  assert.ok(inHand !== "fenced");
-  const early = await fetcher.fetchEarly(inHand);
-  assert.ok(early !== "fenced" && early !== "none");
-  assert.deepEqual(early.items, [user(3)]);
-  assert.deepEqual(queue.fetchHeld, [0, 2]);
+  queue.push(user(1));
   retrier.stop();
-  assert.equal(await fetcher.fetchEarly(inHand), "none");
-  assert.deepEqual(queue.fetchHeld, [0, 2], "no call once stopping");
+  await assert.rejects(fetcher.fetch(), Abandoned);
+  assert.deepEqual(queue.fetchHeld, [], "no call once stopping");
 });
 
 Deno.test("Fetcher.wait() waits for items for the blocking timeout", async () => {

@@ -9,7 +9,6 @@
  */
 
 import type { FetchedBatch } from "@users-pipeline/queue";
-import type { Acked } from "./acknowledger.ts";
 import type { StoredBatch } from "./store_step.ts";
 
 /** Where a batch in flight is. */
@@ -21,8 +20,8 @@ export interface InFlightBatch {
   stage: Stage;
   /** Its store, once started (a batch taken ahead is stored as soon as it arrives). */
   stored: Promise<StoredBatch<FetchedBatch>> | null;
-  /** Its acknowledgement, once sent; it resolves to the batch it fetched. */
-  acked: Promise<Acked> | null;
+  /** Its acknowledgement, once sent; it resolves to the batch it fetched, if any. */
+  acked: Promise<FetchedBatch | undefined> | null;
 }
 
 /** The consumer's batches in flight, oldest first. */
@@ -45,7 +44,7 @@ export class InFlight {
   }
 
   /** The acknowledgement in flight (it resolves to the batch it fetched); undefined when none. */
-  get acking(): Promise<Acked> | undefined {
+  get acking(): Promise<FetchedBatch | undefined> | undefined {
     return this.#find("acking")?.acked ?? undefined;
   }
 
@@ -54,21 +53,22 @@ export class InFlight {
     this.#batches.push({ batch, stage: "ahead", stored, acked: null });
   }
 
-  /** The batch to store next: the one taken ahead if any, else `fetched`, now in hand. */
-  takeInHand(fetched?: FetchedBatch): InFlightBatch | undefined {
+  /** The oldest batch taken ahead, now in hand; undefined when none is ahead. */
+  takeInHand(): InFlightBatch | undefined {
     const ahead = this.ahead;
-    if (ahead !== undefined) {
-      ahead.stage = "in_hand";
-      return ahead;
-    }
-    if (fetched === undefined) return undefined;
-    const entry: InFlightBatch = { batch: fetched, stage: "in_hand", stored: null, acked: null };
+    if (ahead !== undefined) ahead.stage = "in_hand";
+    return ahead;
+  }
+
+  /** `batch`, just fetched, now in hand. */
+  hold(batch: FetchedBatch): InFlightBatch {
+    const entry: InFlightBatch = { batch, stage: "in_hand", stored: null, acked: null };
     this.#batches.push(entry);
     return entry;
   }
 
   /** `entry` is being acknowledged by `acked`, which runs while the next one is stored. */
-  acknowledging(entry: InFlightBatch, acked: Promise<Acked>): void {
+  acknowledging(entry: InFlightBatch, acked: Promise<FetchedBatch | undefined>): void {
     entry.stage = "acking";
     entry.acked = acked;
   }

@@ -10,15 +10,15 @@ const batch = (...items: string[]) =>
 
 Deno.test("InFlight holds the batch acknowledged, the one in hand and the one ahead, and counts their items", () => {
   const held = new InFlight();
-  const first = held.takeInHand(batch("a", "b"))!;
+  const first = held.hold(batch("a", "b"));
   assert.equal(held.ahead, undefined);
   held.putAhead(batch("c"));
   assert.equal(held.items, 3);
-  const acked = Promise.resolve("acked" as const);
+  const acked = Promise.resolve(undefined);
   held.acknowledging(first, acked);
   assert.equal(held.acking, acked);
-  // The one ahead is stored next, whatever is passed.
-  const second = held.takeInHand(batch("unused"))!;
+  // The one ahead is stored next.
+  const second = held.takeInHand()!;
   assert.deepEqual(second.batch.items, ["c"]);
   assert.equal(second.stage, "in_hand");
   assert.equal(held.ahead, undefined);
@@ -30,7 +30,7 @@ Deno.test("InFlight holds the batch acknowledged, the one in hand and the one ah
   assert.equal(held.items, 0);
 });
 
-Deno.test("InFlight.takeInHand() with nothing ahead and nothing fetched takes nothing", () => {
+Deno.test("InFlight.takeInHand() with nothing ahead takes nothing", () => {
   const held = new InFlight();
   assert.equal(held.takeInHand(), undefined);
   assert.equal(held.items, 0);
@@ -38,7 +38,7 @@ Deno.test("InFlight.takeInHand() with nothing ahead and nothing fetched takes no
 
 Deno.test("InFlight.clear() drops every batch: fenced, the consumer holds nothing", () => {
   const held = new InFlight();
-  held.takeInHand(batch("a"));
+  held.hold(batch("a"));
   held.putAhead(batch("b"), Promise.resolve({} as never));
   held.clear();
   assert.equal(held.items, 0);

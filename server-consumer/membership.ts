@@ -7,15 +7,14 @@
  * @module
  */
 
-import { FencedError } from "@users-pipeline/queue";
-import type { ConsumerQueue } from "./consumer.ts";
+import type { ShardedQueue } from "@users-pipeline/queue";
 import type { ConsumerEvent, ConsumerStats } from "./consumer_events.ts";
 import type { Clock } from "@users-pipeline/runtime/clock";
 import type { Retrier } from "./retrier.ts";
 
 /** Options of {@linkcode Membership}. */
 export interface MembershipOptions {
-  readonly queue: Pick<ConsumerQueue, "register" | "heartbeat" | "recover">;
+  readonly queue: Pick<ShardedQueue, "register" | "heartbeat" | "recover">;
   readonly retrier: Retrier;
   readonly clock: Clock;
   readonly heartbeatTtlMs: number;
@@ -30,11 +29,11 @@ export interface MembershipOptions {
 
 /** Who the consumer is registered as, kept alive. */
 export class Membership {
-  readonly #o: MembershipOptions;
+  readonly #options: MembershipOptions;
   #id: string;
 
   constructor(options: MembershipOptions) {
-    this.#o = options;
+    this.#options = options;
     this.#id = options.newId();
   }
 
@@ -45,9 +44,9 @@ export class Membership {
 
   /** Registers the current id, retrying through outages. */
   async register(): Promise<void> {
-    await this.#o.retrier.run(
+    await this.#options.retrier.retry(
       "redis",
-      () => this.#o.queue.register(this.#id, this.#o.heartbeatTtlMs),
+      () => this.#options.queue.register(this.#id, this.#options.heartbeatTtlMs),
     );
   }
 
@@ -57,8 +56,8 @@ export class Membership {
    */
   async reregister(reason: string): Promise<void> {
     const old = this.#id;
-    this.#id = this.#o.newId();
-    this.#o.onEvent({
+    this.#id = this.#options.newId();
+    this.#options.onEvent({
       event: "consumer_fenced",
       consumer_id: old,
       new_consumer_id: this.#id,
@@ -69,32 +68,31 @@ export class Membership {
 
   /** Starts the heartbeat and the recovery timers (a recovery at once); returns their stop. */
   startTimers(): () => void {
-    const o = this.#o;
+    const { queue, clock, heartbeatTtlMs, recoveryIntervalMs, maxCrashes, stats, onEvent } =
+      this.#options;
     const heartbeat = async () => {
       try {
-        await o.queue.heartbeat(this.#id, o.heartbeatTtlMs);
-      } catch (error) {
-        // Fenced: the loop's next fetch or acknowledgement is refused too, and
-        // the loop takes the new id (one place, so one new id).
-        if (error instanceof FencedError) return;
-        // The fetch loop reports Redis outages; a missed beat only matters if
-        // it lasts a whole TTL, and then recovery is the right outcome.
+        await queue.heartbeat(this.#id, heartbeatTtlMs);
+      } catch {
+        // Fenced: the loop's next fetch or acknowledgement is refused too, and the loop takes the
+        // new id (one place, so one new id). An outage: the loop reports it; a missed beat only
+        // matters if it lasts a whole TTL, and then recovery is the right outcome.
       }
     };
     const recover = async () => {
       try {
-        const { recovered, buried, consumers } = await o.queue.recover(o.maxCrashes);
+        const { recovered, buried, consumers } = await queue.recover(maxCrashes);
         if (consumers > 0) {
-          o.stats.recovered += recovered;
-          o.onEvent({ event: "recovered", items: recovered, buried, consumers });
+          stats.recovered += recovered;
+          onEvent({ event: "recovered", items: recovered, buried, consumers });
         }
       } catch {
         // Same as above: retried on the next tick.
       }
     };
     const stops = [
-      o.clock.every(Math.max(100, Math.floor(o.heartbeatTtlMs / 3)), heartbeat),
-      o.clock.every(o.recoveryIntervalMs, recover),
+      clock.every(Math.max(100, Math.floor(heartbeatTtlMs / 3)), heartbeat),
+      clock.every(recoveryIntervalMs, recover),
     ];
     void recover();
     return () => stops.forEach((stop) => stop());

@@ -28,7 +28,7 @@ import {
   type WaitingList,
 } from "@users-pipeline/queue";
 import type { Dependency } from "./backoff.ts";
-import type { ConsumerEvent, ConsumerMeasurement } from "./consumer.ts";
+import type { ConsumerEvent, ConsumerMeasurement } from "./consumer_events.ts";
 
 /**
  * The longest a scrape waits for the queue's numbers: a live Redis answers in

@@ -40,8 +40,8 @@ export interface RetrierOptions {
   readonly onMeasurement: (measurement: ConsumerMeasurement) => void;
 }
 
-/** Options of {@linkcode Retrier.run}. */
-export interface RunOptions {
+/** Options of {@linkcode Retrier.retry}. */
+export interface RetryOptions {
   /**
    * The call finishes work in hand: retried until the shutdown deadline
    * rather than given up at stop. @default false
@@ -51,7 +51,7 @@ export interface RunOptions {
 
 /** Retries the consumer's calls, and gives them up on stop (see the module doc). */
 export class Retrier {
-  readonly #o: RetrierOptions;
+  readonly #options: RetrierOptions;
   readonly #outages: Record<Dependency, Outage>;
   /** Aborted by {@linkcode stop}: calls made while idle are given up. */
   readonly #stopped = new AbortController();
@@ -59,7 +59,7 @@ export class Retrier {
   readonly #deadline = new AbortController();
 
   constructor(options: RetrierOptions) {
-    this.#o = options;
+    this.#options = options;
     const outage = { onEvent: options.onEvent, now: () => options.clock.now() };
     this.#outages = {
       redis: new Outage("redis", outage),
@@ -83,16 +83,16 @@ export class Retrier {
   }
 
   /**
-   * Runs `work` against `dependency` until it succeeds or is given up. A
+   * Calls `work` against `dependency` until it succeeds or is given up. A
    * {@linkcode FencedError} is an answer, not a failure: it is passed on at
    * once.
    */
-  async run<T>(
+  async retry<T>(
     dependency: Dependency,
     work: () => Promise<T>,
-    { finishing = false }: RunOptions = {},
+    { finishing = false }: RetryOptions = {},
   ): Promise<T> {
-    const { clock, retryMaxDelayMs, onMeasurement } = this.#o;
+    const { clock, retryMaxDelayMs, onMeasurement } = this.#options;
     const outage = this.#outages[dependency];
     const signal = finishing ? this.#deadline.signal : this.#stopped.signal;
     for (;;) {
@@ -120,6 +120,6 @@ export class Retrier {
    * clock the tests step.
    */
   within<T>(work: Promise<T>, { ms, what }: { ms: number; what: string }): Promise<T> {
-    return withDeadline(work, { ms, what, clock: this.#o.clock });
+    return withDeadline(work, { ms, what, clock: this.#options.clock });
   }
 }

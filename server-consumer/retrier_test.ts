@@ -18,11 +18,11 @@ function setUp() {
   return { clock, events, measurements, retrier };
 }
 
-Deno.test("Retrier.run() retries until the call succeeds, reporting the outage once at each end", async () => {
+Deno.test("Retrier.retry() retries until the call succeeds, reporting the outage once at each end", async () => {
   const { clock, events, measurements, retrier } = setUp();
   let calls = 0;
   let result: string | undefined;
-  void retrier.run(
+  void retrier.retry(
     "postgres",
     () => ++calls < 3 ? Promise.reject(new Error("down")) : Promise.resolve("done"),
   )
@@ -37,11 +37,11 @@ Deno.test("Retrier.run() retries until the call succeeds, reporting the outage o
   ]);
 });
 
-Deno.test("Retrier.run() passes a FencedError on at once: an answer, not a failure", async () => {
+Deno.test("Retrier.retry() passes a FencedError on at once: an answer, not a failure", async () => {
   const { events, measurements, retrier } = setUp();
   let calls = 0;
   await assert.rejects(
-    retrier.run("redis", () => {
+    retrier.retry("redis", () => {
       calls++;
       return Promise.reject(new FencedError("c1"));
     }),
@@ -54,8 +54,8 @@ Deno.test("Retrier.run() passes a FencedError on at once: an answer, not a failu
 
 Deno.test("Retrier gives up an idle call at stop, and a finishing one only at the deadline", async () => {
   const { retrier } = setUp();
-  const idle = retrier.run("redis", () => new Promise(() => {}));
-  const finishing = retrier.run("postgres", () => new Promise(() => {}), { finishing: true });
+  const idle = retrier.retry("redis", () => new Promise(() => {}));
+  const finishing = retrier.retry("postgres", () => new Promise(() => {}), { finishing: true });
   let finished = false;
   finishing.catch(() => void (finished = true));
   retrier.stop();
@@ -68,7 +68,7 @@ Deno.test("Retrier gives up an idle call at stop, and a finishing one only at th
   // Once given up, no call is even tried.
   let tried = false;
   await assert.rejects(
-    retrier.run("redis", () => Promise.resolve(void (tried = true)), { finishing: true }),
+    retrier.retry("redis", () => Promise.resolve(void (tried = true)), { finishing: true }),
     Abandoned,
   );
   assert.equal(tried, false);

@@ -42,10 +42,10 @@ export interface StoreStepOptions {
 
 /** Stores batches: their rows committed, their poison set apart. */
 export class StoreStep {
-  readonly #o: StoreStepOptions;
+  readonly #options: StoreStepOptions;
 
   constructor(options: StoreStepOptions) {
-    this.#o = options;
+    this.#options = options;
   }
 
   /**
@@ -54,7 +54,7 @@ export class StoreStep {
    * retried until the shutdown deadline.
    */
   async store<B extends Batch>(batch: B): Promise<StoredBatch<B>> {
-    const { clock, retrier, store } = this.#o;
+    const { clock, retrier, store } = this.#options;
     const deadLetters: DeadLetter[] = [];
     const users: UserEnvelope[] = [];
     const payloads: string[] = [];
@@ -74,7 +74,7 @@ export class StoreStep {
     let insertSeconds: number | undefined;
     let latenciesSeconds: number[] = [];
     if (users.length > 0) {
-      const rejected = await retrier.run(
+      const rejected = await retrier.retry(
         "postgres",
         () => {
           insertStarted = clock.now();

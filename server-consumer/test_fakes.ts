@@ -15,8 +15,10 @@ import {
   type NextFetch,
 } from "@users-pipeline/queue";
 import type { Clock } from "@users-pipeline/runtime/clock";
-import type { ConsumerQueue } from "./consumer.ts";
+import type { ConsumerOptions } from "./consumer.ts";
 import type { UserStore } from "./user_writer.ts";
+
+type Queue = ConsumerOptions["queue"];
 
 export interface FakeTimer {
   at: number;
@@ -96,7 +98,7 @@ export async function until(clock: FakeClock, done: () => boolean, what: string)
  * held items oldest first (its processing list), and recovery as a move of a
  * fenced consumer's items back to the list.
  */
-export class MemoryQueue implements ConsumerQueue {
+export class MemoryQueue implements Queue {
   readonly items: string[] = [];
   readonly members = new Set<string>();
   readonly held = new Map<string, string[]>();
