@@ -256,27 +256,6 @@ export function createApp(options: AppOptions): Hono {
   return app;
 }
 
-/**
- * A 413 with `json` as its body, after which the connection is dropped instead of kept: the body
- * stream fails once its bytes are out, and Deno then closes the connection, leaving the rest of
- * the request unread. Its error is a `Deno.errors.ConnectionAborted`, which `graceful_server.ts`
- * knows not to report.
- */
-function cutAfter(json: string): Response {
-  let sent = false;
-  const body = new ReadableStream<Uint8Array>({
-    pull(controller) {
-      if (sent) {
-        controller.error(new Deno.errors.ConnectionAborted("request body over the discard bound"));
-      } else {
-        controller.enqueue(new TextEncoder().encode(json));
-        sent = true;
-      }
-    },
-  });
-  return new Response(body, { status: 413, headers: { "Content-Type": "application/json" } });
-}
-
 /** A refusal of a push as its answer; `id` is the id the user was to be queued under. */
 function acceptFailure(error: unknown, id: string): never {
   if (error instanceof QueueFullError) {
@@ -376,6 +355,27 @@ async function discard(reader: BodyReader, read: number, limit: number): Promise
   } catch {
     return true;
   }
+}
+
+/**
+ * A 413 with `json` as its body, after which the connection is dropped instead of kept: the body
+ * stream fails once its bytes are out, and Deno then closes the connection, leaving the rest of
+ * the request unread. Its error is a `Deno.errors.ConnectionAborted`, which `graceful_server.ts`
+ * knows not to report.
+ */
+function cutAfter(json: string): Response {
+  let sent = false;
+  const body = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (sent) {
+        controller.error(new Deno.errors.ConnectionAborted("request body over the discard bound"));
+      } else {
+        controller.enqueue(new TextEncoder().encode(json));
+        sent = true;
+      }
+    },
+  });
+  return new Response(body, { status: 413, headers: { "Content-Type": "application/json" } });
 }
 
 /**
