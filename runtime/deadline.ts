@@ -179,11 +179,6 @@ export class SharedDeadline {
     this.#clock = clock;
   }
 
-  /** Waits currently bounded (for tests). */
-  get pending(): number {
-    return this.#waiting.length - this.#first;
-  }
-
   /** Settles like `work`, or rejects with a {@linkcode DeadlineError} once the bound passed first. */
   race<T>(work: Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {

@@ -87,8 +87,6 @@ export interface AppOptions {
   discardLimitBytes?: number;
   /** Seconds a client should wait after a 503. @default 1 */
   retryAfterSeconds?: number;
-  /** Called when accepting fails for a reason other than a full queue. */
-  onUnavailable?(error: unknown): void;
   /** Called with an error no handler expected, answered 500 (a bug, so it is logged). */
   onUnexpectedError?(error: unknown): void;
   /** Mints ids. @default uuid v7 */
@@ -107,9 +105,6 @@ const ACCEPTED_TYPES = new Set([
 
 // The id names it in the OpenAPI document (`openapi.ts`); validation is unchanged.
 const userBody = z.strictObject({ name: z.string() }).meta({ id: "NewUser" });
-
-/** The Content-Type of the 202 to `POST /users`: the one `c.json` gives every other answer. */
-const JSON_TYPE = "application/json";
 
 /** Most users one `GET /users?limit=N` lists: a page, not an export. */
 export const MAX_LIST_LIMIT = 1_000;
@@ -143,17 +138,37 @@ export function createApp(options: AppOptions): Hono {
     bodyLimitBytes = 16_384,
     discardLimitBytes = OVERSIZED_BODY_DISCARD_BYTES,
     retryAfterSeconds = 1,
-    onUnavailable = () => {},
     onUnexpectedError = () => {},
     newId = uuidv7,
     metrics,
   } = options;
   const app = new Hono();
+  const limits = { body: bodyLimitBytes, discard: discardLimitBytes };
   // Every push waits at most the same bound: one timer for all of them.
-  const acceptDeadline = acceptTimeoutMs === Infinity ? undefined : new SharedDeadline({
+  const deadline = acceptTimeoutMs === Infinity ? undefined : new SharedDeadline({
     ms: acceptTimeoutMs,
     what: "accept the user as the queue is too slow",
   });
+  const inTime = <T>(work: Promise<T>) => deadline === undefined ? work : deadline.race(work);
+
+  /**
+   * Queues the user `name` within the deadline, once per `key` when there is one: the id it is
+   * queued under, and whether an earlier request with the key queued it.
+   */
+  const acceptUser = async (name: string, key: string | undefined) => {
+    const id = key === undefined ? newId() : acceptOnce!.newId(key);
+    const user = { id, name, enqueued_at: Date.now() };
+    try {
+      if (key === undefined) {
+        await inTime(accept(user));
+        return { id, replayed: false };
+      }
+      const queuedAs = await inTime(acceptOnce!.accept(user, key));
+      return { id: queuedAs, replayed: queuedAs !== id };
+    } catch (error) {
+      return acceptFailure(error, id);
+    }
+  };
 
   if (metrics !== undefined) {
     // First, so that it times the whole answer and sees every request, matched or not.
@@ -164,128 +179,16 @@ export function createApp(options: AppOptions): Hono {
   app.get("/healthz", () => aliveResponse());
   app.get("/readyz", () => readiness.response());
 
-  const tooLargeMessage = `request body must be at most ${bodyLimitBytes} bytes`;
-  const tooLarge = (): never => {
-    throw new ApiError("body_too_large", { message: tooLargeMessage });
-  };
-  /**
-   * Reads and throws away the rest of a body over the limit (`read` bytes of it so far) if it ends
-   * within `discardLimitBytes` in all, and says whether it did; if not, cancels the rest. A body
-   * that cannot be read further (the client went away) counts as ended: nothing is left to cut.
-   */
-  const discard = async (
-    reader: ReadableStreamDefaultReader<Uint8Array<ArrayBuffer>> | undefined,
-    read: number,
-  ): Promise<boolean> => {
-    try {
-      while (read <= discardLimitBytes) {
-        const chunk = await reader?.read();
-        if (chunk === undefined || chunk.done) return true;
-        read += chunk.value.byteLength;
-      }
-      await reader?.cancel();
-      return false;
-    } catch {
-      return true;
-    }
-  };
-  /**
-   * The 413 to a body over the limit, once read to its end; past the bound, one that ends its
-   * connection ({@linkcode cutAfter}): Deno itself would otherwise read the rest of the body after
-   * the answer, however long it is.
-   */
-  const refuse = async (
-    reader: ReadableStreamDefaultReader<Uint8Array<ArrayBuffer>> | undefined,
-    read: number,
-  ): Promise<never> => {
-    if (await discard(reader, read)) tooLarge();
-    throw new HTTPException(413, {
-      res: cutAfter(JSON.stringify(errorBody("body_too_large", { message: tooLargeMessage }))),
-    });
-  };
-  // A body with a Content-Length is checked on the header and, within the limit, read whole: the
-  // stream a look at `c.req.raw.body` makes Deno build costs the common request time. A body
-  // without one (chunked) is read as a stream, up to the limit.
-  const readBody = async (c: Context): Promise<ArrayBuffer> => {
-    const length = c.req.header("Content-Length");
-    if (length !== undefined && c.req.header("Transfer-Encoding") === undefined) {
-      if (Number(length) <= bodyLimitBytes) return await c.req.arrayBuffer();
-      // A length over the bound says the body goes past it: none of it is read.
-      const read = Number(length) > discardLimitBytes ? Infinity : 0;
-      return await refuse(c.req.raw.body?.getReader(), read);
-    }
-    const reader = c.req.raw.body?.getReader();
-    const chunks: Uint8Array<ArrayBuffer>[] = [];
-    let size = 0;
-    for (;;) {
-      const chunk = await reader?.read();
-      if (chunk === undefined || chunk.done) return await new Blob(chunks).arrayBuffer();
-      size += chunk.value.byteLength;
-      if (size > bodyLimitBytes) await refuse(reader, size);
-      chunks.push(chunk.value);
-    }
-  };
-
-  app.post(
-    "/users",
-    async (c) => {
-      checkContentType(c.req.header("Content-Type"));
-      const body = await readBody(c);
-      const key = parseIdempotencyKey(c.req.header(IDEMPOTENCY_KEY), acceptOnce !== undefined);
-      const name = parseUser(decodeBody(body));
-      let id = key === undefined ? newId() : acceptOnce!.newId(key);
-      let replayed = false;
-      try {
-        const user = { id, name, enqueued_at: Date.now() };
-        if (key === undefined) {
-          const accepted = accept(user);
-          await (acceptDeadline === undefined ? accepted : acceptDeadline.race(accepted));
-        } else {
-          const accepted = acceptOnce!.accept(user, key);
-          const queuedAs =
-            await (acceptDeadline === undefined ? accepted : acceptDeadline.race(accepted));
-          replayed = queuedAs !== id;
-          id = queuedAs;
-        }
-      } catch (error) {
-        if (error instanceof QueueFullError) {
-          throw new ApiError("queue_full", { message: "queue is full, retry later", cause: error });
-        }
-        if (error instanceof IdempotencyConflictError) {
-          throw new ApiError("idempotency_key_reused", {
-            message: `${IDEMPOTENCY_KEY} was already used for a user with another name`,
-            cause: error,
-          });
-        }
-        onUnavailable(error);
-        // Either refusal may follow a push that ran (unconfirmed: it did; unavailable: the reply
-        // was lost or late), so it names the id: GET /users/{id} settles what happened.
-        if (error instanceof WriteUnconfirmedError) {
-          // Pushed, but not known to survive a failover: not accepted (it may still be stored).
-          throw new ApiError("unconfirmed", {
-            message: "queue could not confirm the user on enough replicas, retry later",
-            cause: error,
-            // A key seen before is queued under its first request's id, which settles it.
-            id: error.queuedAs ?? id,
-          });
-        }
-        throw new ApiError("queue_unavailable", {
-          message: "queue is unavailable, retry later",
-          cause: error,
-          id,
-        });
-      }
-      // A repeat of a key's request says so (as Stripe's API does), so that nobody counts it twice.
-      // Made here rather than by c.json, which fills a Headers object of its own that the Response
-      // then copies: the hot path's answer has its headers checked once.
-      return new Response(JSON.stringify({ id }), {
-        status: 202,
-        headers: replayed
-          ? { "Content-Type": JSON_TYPE, Location: `/users/${id}`, [IDEMPOTENT_REPLAYED]: "true" }
-          : { "Content-Type": JSON_TYPE, Location: `/users/${id}` },
-      });
-    },
-  );
+  app.post("/users", async (c) => {
+    checkContentType(c.req.header("Content-Type"));
+    const body = await readBody(c, limits);
+    const key = parseIdempotencyKey(c.req.header(IDEMPOTENCY_KEY), acceptOnce !== undefined);
+    const { id, replayed } = await acceptUser(parseUser(decodeBody(body)), key);
+    // A repeat of a key's request says so (as Stripe's API does), so that nobody counts it twice.
+    if (replayed) c.header(IDEMPOTENT_REPLAYED, "true");
+    c.header("Location", `/users/${id}`);
+    return c.json({ id }, 202);
+  });
 
   app.get("/users/:id", async (c) => {
     const id = c.req.param("id").toLowerCase();
@@ -353,6 +256,107 @@ export function createApp(options: AppOptions): Hono {
   return app;
 }
 
+/** A refusal of a push as its answer; `id` is the id the user was to be queued under. */
+function acceptFailure(error: unknown, id: string): never {
+  if (error instanceof QueueFullError) {
+    throw new ApiError("queue_full", { message: "queue is full, retry later", cause: error });
+  }
+  if (error instanceof IdempotencyConflictError) {
+    throw new ApiError("idempotency_key_reused", {
+      message: `${IDEMPOTENCY_KEY} was already used for a user with another name`,
+      cause: error,
+    });
+  }
+  // Either refusal may follow a push that ran (unconfirmed: it did; unavailable: the reply was
+  // lost or late), so it names the id: GET /users/{id} settles what happened.
+  if (error instanceof WriteUnconfirmedError) {
+    // Pushed, but not known to survive a failover: not accepted (it may still be stored).
+    throw new ApiError("unconfirmed", {
+      message: "queue could not confirm the user on enough replicas, retry later",
+      cause: error,
+      // A key seen before is queued under its first request's id, which settles it.
+      id: error.queuedAs ?? id,
+    });
+  }
+  throw new ApiError("queue_unavailable", {
+    message: "queue is unavailable, retry later",
+    cause: error,
+    id,
+  });
+}
+
+/** The most bytes of a body accepted (`body`), and read before its 413 (`discard`). */
+interface BodyLimits {
+  readonly body: number;
+  readonly discard: number;
+}
+
+type BodyReader = ReadableStreamDefaultReader<Uint8Array<ArrayBuffer>> | undefined;
+
+/**
+ * The request's body, up to `limits.body`; over it, a 413 (see {@linkcode refuseTooLarge}). A body
+ * with a Content-Length is checked on the header and, within the limit, read whole: the stream a
+ * look at `c.req.raw.body` makes Deno build costs the common request time. A body without one
+ * (chunked) is read as a stream, up to the limit.
+ */
+async function readBody(c: Context, limits: BodyLimits): Promise<ArrayBuffer> {
+  const length = c.req.header("Content-Length");
+  if (length !== undefined && c.req.header("Transfer-Encoding") === undefined) {
+    if (Number(length) <= limits.body) return await c.req.arrayBuffer();
+    // A length over the bound says the body goes past it: none of it is read.
+    const read = Number(length) > limits.discard ? Infinity : 0;
+    return await refuseTooLarge(c.req.raw.body?.getReader(), read, limits);
+  }
+  const reader = c.req.raw.body?.getReader();
+  const chunks: Uint8Array<ArrayBuffer>[] = [];
+  let size = 0;
+  for (;;) {
+    const chunk = await reader?.read();
+    if (chunk === undefined || chunk.done) return await new Blob(chunks).arrayBuffer();
+    size += chunk.value.byteLength;
+    if (size > limits.body) await refuseTooLarge(reader, size, limits);
+    chunks.push(chunk.value);
+  }
+}
+
+/**
+ * The 413 to a body over the limit (`read` bytes of it so far), once read to its end; past
+ * `limits.discard`, one that ends its connection ({@linkcode cutAfter}): Deno itself would
+ * otherwise read the rest of the body after the answer, however long it is.
+ */
+async function refuseTooLarge(
+  reader: BodyReader,
+  read: number,
+  limits: BodyLimits,
+): Promise<never> {
+  const message = `request body must be at most ${limits.body} bytes`;
+  if (await discard(reader, read, limits.discard)) {
+    throw new ApiError("body_too_large", { message });
+  }
+  throw new HTTPException(413, {
+    res: cutAfter(JSON.stringify(errorBody("body_too_large", { message }))),
+  });
+}
+
+/**
+ * Reads and throws away the rest of a body (`read` bytes of it so far) if it ends within `limit`
+ * bytes in all, and says whether it did; if not, cancels the rest. A body that cannot be read
+ * further (the client went away) counts as ended: nothing is left to cut.
+ */
+async function discard(reader: BodyReader, read: number, limit: number): Promise<boolean> {
+  try {
+    while (read <= limit) {
+      const chunk = await reader?.read();
+      if (chunk === undefined || chunk.done) return true;
+      read += chunk.value.byteLength;
+    }
+    await reader?.cancel();
+    return false;
+  } catch {
+    return true;
+  }
+}
+
 /**
  * A 413 with `json` as its body, after which the connection is dropped instead of kept: the body
  * stream fails once its bytes are out, and Deno then closes the connection, leaving the rest of
@@ -371,7 +375,7 @@ function cutAfter(json: string): Response {
       }
     },
   });
-  return new Response(body, { status: 413, headers: { "Content-Type": JSON_TYPE } });
+  return new Response(body, { status: 413, headers: { "Content-Type": "application/json" } });
 }
 
 /**

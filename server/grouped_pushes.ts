@@ -1,49 +1,22 @@
 /**
- * The API's pushes, grouped: the users the API accepts while its previous
- * call to Redis is in flight (or, when none is, during one turn of the event
- * loop) go to Redis in one call of the enqueue script, instead of one call
- * each.
+ * The API's pushes, grouped: the users accepted while the previous call to Redis is in flight (or,
+ * when none is, during one turn of the event loop) go to Redis in one call of the enqueue script.
+ * Each call costs Redis and the client a fixed price (the script call, its `MULTI … EXEC` in the
+ * append-only file, the reply, the client's bookkeeping) whatever it carries, so a group pays it
+ * once (the figure is in docs/performance.md).
  *
- * Why: under load many requests finish parsing meanwhile, and each script
- * call costs Redis a fixed price (the call, the `MULTI … EXEC` it writes to
- * the append-only file, the reply) and the client one command's bookkeeping,
- * whatever it carries. One call for the group pays that once.
+ * Each request is answered as if it had been pushed alone:
+ * - 202 only once Redis acknowledged the call that carried its user;
+ * - a full queue refuses exactly the users that do not fit (the script's `fit` mode pushes the
+ *   group in order and stops at the bound), with {@linkcode QueueFullError};
+ * - the group's enqueue deadline counts from its earliest request, so a late call is void before
+ *   any request of the group can have been answered 503 for being too slow;
+ * - a failed call rejects every request of the group; one that fewer replicas than
+ *   REDIS_WAIT_REPLICAS confirmed rejects those pushed with {@linkcode WriteUnconfirmedError}.
  *
- * What stays exactly as with one push per request:
- * - a request is answered 202 only after Redis acknowledged the call that
- *   carried its user;
- * - a full queue refuses exactly the requests that do not fit: the group is
- *   pushed in arrival order with the script's `fit` mode, so the first ones
- *   that fit are queued and the others get {@linkcode QueueFullError};
- * - a late push does nothing: the group's deadline counts from its earliest
- *   request, so it passes before any request of the group can have been
- *   answered 503 for being too slow (each request's own bound starts later);
- * - a failure (Redis down, a timeout) rejects every request of the group,
- *   which nothing was pushed for;
- * - with replicas to confirm the push (REDIS_WAIT_REPLICAS), a `WAIT`
- *   follows the group's call (`queue/confirmed_write.ts`), not one per
- *   request: when it confirms too few, the requests whose users were pushed
- *   are rejected with {@linkcode WriteUnconfirmedError}, the others as full.
- *
- * One group is in flight at a time: while a group's call is, the users that
- * arrive wait and then go as the next group, however many turns that took —
- * but at most `maxWaitMs` (5 ms): behind a call that stalls, the next group
- * goes anyway, since its own deadline runs while it waits: behind a call
- * that stalls past the push deadline, it would be refused as too late.
- * Redis runs one connection's commands in order anyway, so a call sent
- * behind another would only wait in its socket; waiting here instead makes
- * the next group bigger, and each call's fixed price (the client's command
- * and timer, the write, the script, the reply) is paid once per group of
- * whatever arrived meanwhile rather than once per event-loop turn, which is
- * most of a request's CPU on the hot path. A group that goes behind a call
- * whose `WAIT` is in flight is held by the queue until that `WAIT` returns
- * (Redis blocks the connection meanwhile), then goes with the others held
- * behind one `WAIT` of its own (`queue/confirmed_write.ts`), so `WAIT`s never
- * queue up behind one another on a node's connection however long each takes.
- *
- * With shards ({@linkcode ShardedPushes}), each shard groups its own users:
- * one script call in flight per shard (and one `WAIT` per node), each sent
- * to the node that holds that shard.
+ * One call is in flight at a time: the users that arrive meanwhile go as the next group once it
+ * returns, or after `maxWaitMs` behind a call that stalls (their own deadline runs while they
+ * wait). With shards ({@linkcode ShardedPushes}), each shard groups its own users.
  *
  * @module
  */

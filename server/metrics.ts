@@ -14,14 +14,13 @@
 import { IDEMPOTENT_REPLAYED } from "./idempotency_key.ts";
 import type { Context, MiddlewareHandler } from "@hono/hono";
 import { matchedRoutes } from "@hono/hono/route";
-import { Counter, type Registry } from "prom-client";
+import { Counter, Histogram, type Registry } from "prom-client";
 import {
   createRegistry,
   METRIC_PREFIX,
   metricsResponse,
 } from "@users-pipeline/runtime/metrics_registry";
 import { ApiError } from "./api_error.ts";
-import { BucketedHistogram, type HistogramSeries } from "./bucketed_histogram.ts";
 
 /** Why `POST /users` was refused: the queue at its bound, Redis failing, or a bad request (4xx). */
 export type Rejection = "full" | "unavailable" | "unconfirmed" | "invalid";
@@ -68,36 +67,13 @@ export interface ApiMetricsOptions {
   readonly processMetrics?: boolean;
 }
 
-type RequestLabels = Record<"method" | "route" | "status", string>;
-
-/**
- * The requests of one method, route pattern and status: their labels and
- * duration histogram, bound once, and the requests answered since the
- * counter was last read.
- */
-interface RequestSeries {
-  readonly duration: HistogramSeries;
-  readonly labels: RequestLabels;
-  unread: number;
-}
-
 /** The API's metrics, in a registry of their own. */
 export class ApiMetrics {
   readonly registry: Registry;
   readonly #requests: Counter<"method" | "route" | "status">;
-  readonly #duration: BucketedHistogram;
+  readonly #duration: Histogram<"method" | "route" | "status">;
   readonly #accepted: Counter;
   readonly #rejected: Counter<"reason">;
-  /**
-   * Every series met so far, by method, route and status. The counts wait
-   * here until a scrape reads them (the counters' `collect`): one addition
-   * per request instead of one prom-client `inc`, whose label checks and hash
-   * cost as much as the rest of the metrics. The durations are counted in
-   * their series' buckets (`bucketed_histogram.ts`) for the same reason.
-   */
-  readonly #series = new Map<string, Map<string, Map<number, RequestSeries>>>();
-  /** Users accepted since the counter was last read. */
-  #acceptedUnread = 0;
 
   constructor(options: ApiMetricsOptions) {
     const { replica, processMetrics = true } = options;
@@ -109,11 +85,11 @@ export class ApiMetrics {
       help: "HTTP requests answered, by method, route pattern and status.",
       labelNames,
       registers,
-      collect: () => this.#readRequests(),
     });
-    this.#duration = new BucketedHistogram({
+    this.#duration = new Histogram({
       name: `${METRIC_PREFIX}http_request_duration_seconds`,
       help: "Time to answer an HTTP request, by method, route pattern and status.",
+      labelNames,
       buckets: DURATION_BUCKETS,
       registers,
     });
@@ -121,10 +97,6 @@ export class ApiMetrics {
       name: `${METRIC_PREFIX}users_accepted_total`,
       help: "Users accepted by POST /users (answered 202: durably queued).",
       registers,
-      collect: () => {
-        this.#accepted.inc(this.#acceptedUnread);
-        this.#acceptedUnread = 0;
-      },
     });
     this.#rejected = new Counter({
       name: `${METRIC_PREFIX}enqueue_rejections_total`,
@@ -146,47 +118,20 @@ export class ApiMetrics {
     const route = routeOf(c);
     const method = METHODS.has(c.req.method) ? c.req.method : "other";
     const { status } = c.res;
-    const series = this.#seriesOf({ method, route, status });
-    series.unread++;
-    series.duration.observe(seconds);
+    const labels = { method, route, status: String(status) };
+    this.#requests.inc(labels);
+    this.#duration.observe(labels, seconds);
     if (method === "POST" && route === "/users") {
       // A repeat of an Idempotency-Key's request accepted no one new, and says so in a header
       // that no other answer has (read from the answer: a request's header costs a call into Deno).
       if (status === 202) {
-        if (c.res.headers.get(IDEMPOTENT_REPLAYED) === null) this.#acceptedUnread++;
+        if (c.res.headers.get(IDEMPOTENT_REPLAYED) === null) this.#accepted.inc();
       } else {
         const rejection = rejectionOf(status, c.error);
         if (rejection !== undefined) this.#rejected.inc({ reason: rejection });
       }
     }
   };
-
-  #seriesOf(
-    { method, route, status }: { method: string; route: string; status: number },
-  ): RequestSeries {
-    let byRoute = this.#series.get(method);
-    if (byRoute === undefined) this.#series.set(method, byRoute = new Map());
-    let byStatus = byRoute.get(route);
-    if (byStatus === undefined) byRoute.set(route, byStatus = new Map());
-    let series = byStatus.get(status);
-    if (series === undefined) {
-      const labels = { method, route, status: String(status) };
-      byStatus.set(status, series = { duration: this.#duration.series(labels), labels, unread: 0 });
-    }
-    return series;
-  }
-
-  /** Hands the requests counted since the last read to their counter. */
-  #readRequests(): void {
-    for (const byRoute of this.#series.values()) {
-      for (const byStatus of byRoute.values()) {
-        for (const series of byStatus.values()) {
-          if (series.unread > 0) this.#requests.inc(series.labels, series.unread);
-          series.unread = 0;
-        }
-      }
-    }
-  }
 
   /** The metrics in Prometheus' text format, for `GET /metrics`. */
   response(): Promise<Response> {

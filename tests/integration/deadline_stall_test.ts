@@ -64,7 +64,6 @@ Deno.test("SharedDeadline takes replies that arrived while the process was stall
       outcomes.push(...await Promise.all(answers));
     }
     assert.deepEqual(outcomes, Array(30).fill("reply"));
-    assert.equal(deadline.pending, 0);
   } finally {
     redis.disconnect();
   }
