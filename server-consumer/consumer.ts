@@ -70,7 +70,7 @@ export const HAND_BACK_TIMEOUT_MS = 2_000;
 /** Why a fenced consumer takes a new id. */
 const FENCED = "its heartbeat expired and its work was recovered by others";
 
-/** One consumer: `run()` until `stop()`. */
+/** One consumer: `consume()` until `stop()`. */
 export class Consumer {
   readonly stats: ConsumerStats = { stored: 0, deadLettered: 0, batches: 0, recovered: 0 };
   readonly #options: Required<Omit<ConsumerOptions, "onStep">> & Pick<ConsumerOptions, "onStep">;
@@ -110,7 +110,7 @@ export class Consumer {
   }
 
   /** Runs the loop until {@link stop}; a second call returns the same promise. */
-  run(): Promise<void> {
+  consume(): Promise<void> {
     this.#running ??= this.#loop();
     return this.#running;
   }

@@ -60,7 +60,7 @@ function setUp(
 
 Deno.test("Consumer reports consumer_started once registered, and stops its timers on stop", async () => {
   const { clock, queue, named, consumer, stop } = setUp();
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => named("consumer_started").length === 1, "consumer_started");
   assert.deepEqual(named("consumer_started"), [
     { event: "consumer_started", consumer_id: "c1", batch_size: 10 },
@@ -73,7 +73,7 @@ Deno.test("Consumer reports consumer_started once registered, and stops its time
 
 Deno.test("Consumer re-registers under a new id when a fetch finds it fenced", async () => {
   const { clock, queue, store, named, consumer, stop } = setUp();
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => named("consumer_started").length === 1, "consumer_started");
   queue.fence("c1");
   await until(clock, () => named("consumer_fenced").length === 1, "consumer_fenced");
@@ -99,7 +99,7 @@ Deno.test("Consumer counts a batch once when its acknowledgement is refused and 
     store.beforeInsert = () => {};
     queue.fence(consumer.id);
   };
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => consumer.stats.batches === 1, "the redelivered batch acknowledged");
   assert.deepEqual(named("consumer_fenced").map((e) => [e.consumer_id, e.new_consumer_id]), [
     ["c1", "c2"],
@@ -120,7 +120,7 @@ Deno.test("Consumer retries a failing PostgreSQL with backoff, reporting the out
   const refused = pgError("ECONNREFUSED", "connection refused");
   store.failures.push(refused, refused, refused);
   queue.push(user(1));
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => consumer.stats.batches === 1, "the batch stored after the outage");
   assert.deepEqual(outages(events), [["outage_started", "postgres"], ["outage_ended", "postgres"]]);
   assert.equal(named("outage_started")[0]?.error, refused);
@@ -138,7 +138,7 @@ Deno.test("Consumer retries a failing Redis fetch, reporting the outage once at 
   const closed = new Error("Connection is closed.");
   queue.fetchFailures.push(closed, closed, closed, closed, closed);
   queue.push(user(1));
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => consumer.stats.batches === 1, "the batch after the outage");
   assert.deepEqual(outages(events), [["outage_started", "redis"], ["outage_ended", "redis"]]);
   assert.equal(named("outage_ended")[0]?.failures, 5);
@@ -148,7 +148,7 @@ Deno.test("Consumer retries a failing Redis fetch, reporting the outage once at 
 Deno.test("Consumer dead-letters a bad envelope and a row refused for its data, storing the rest", async () => {
   const { clock, queue, store, named, consumer, stop } = setUp();
   queue.push(user(1), "{not json", user(2, "bad row"), user(3));
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => consumer.stats.batches === 1, "the mixed batch acknowledged");
   assert.deepEqual([...store.rows.values()], ["user 1", "user 3"]);
   assert.deepEqual(named("dead_lettered"), [
@@ -183,7 +183,7 @@ Deno.test("Consumer hands its batch back when stopping outlasts the shutdown dea
   });
   store.failForever = pgError("57P03", "the database system is starting up");
   queue.push(user(1), user(2));
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => named("outage_started").length === 1, "the outage");
   const stoppedAt = clock.now();
   await stop();
@@ -203,7 +203,7 @@ Deno.test("Consumer hands its batch back when stopping outlasts the shutdown dea
 
 Deno.test("Consumer stops at once while waiting for items, giving the wait up", async () => {
   const { clock, named, consumer, stop } = setUp({ waitForItems: () => new Promise(() => {}) });
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => named("consumer_started").length === 1, "consumer_started");
   const stoppedAt = clock.now();
   await stop();
@@ -216,7 +216,7 @@ Deno.test("Consumer stops at once during a Redis outage when it holds nothing", 
   const { clock, queue, named, consumer, stop } = setUp();
   const closed = new Error("Connection is closed.");
   queue.fetchFailures.push(...Array.from({ length: 1_000 }, () => closed));
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => named("outage_started").length === 1, "the outage");
   const stoppedAt = clock.now();
   await stop();
@@ -230,7 +230,7 @@ Deno.test("Consumer gives up an insert still waiting at the shutdown deadline an
   const { clock, queue, store, events, consumer, stop } = setUp({ shutdownTimeoutMs: 1_000 });
   store.frozen = true;
   queue.push(user(1), user(2));
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => store.statements === 1, "the insert under way");
   const stoppedAt = clock.now();
   await stop();
@@ -248,7 +248,7 @@ Deno.test("Consumer bounds the hand-back by HAND_BACK_TIMEOUT_MS when Redis is f
   queue.push(user(1));
   // Stored, then Redis freezes before the acknowledgement.
   store.beforeInsert = () => void (queue.frozen = true);
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => store.rows.size === 1, "the row stored");
   const stoppedAt = clock.now();
   await stop();
@@ -265,7 +265,7 @@ Deno.test("Consumer dead-letters an item with a field the envelope does not have
   const { clock, queue, store, named, consumer, stop } = setUp();
   const extra = JSON.stringify({ ...JSON.parse(user(2)), admin: true });
   queue.push(user(1), extra);
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => consumer.stats.batches === 1, "the batch acknowledged");
   assert.deepEqual(named("dead_lettered"), [{
     event: "dead_lettered",
@@ -280,7 +280,7 @@ Deno.test("Consumer measures each acknowledged batch and every failed call, not 
   const { clock, queue, store, measurements, consumer, stop } = setUp();
   store.failures.push(pgError("57P01", "terminating connection"), new Error("timeout"));
   queue.push(user(1), "{not json", user(2, "bad row"), user(3));
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => consumer.stats.batches === 1, "the batch acknowledged");
   const failed = measurements.flatMap((m) => m.type === "call_failed" ? [m] : []);
   assert.deepEqual(failed.map((m) => [m.dependency, (m.error as Error).message]), [
@@ -310,7 +310,7 @@ Deno.test("Consumer fetches the next batch while storing one, saying what it hol
   queue.push(...Array.from({ length: 25 }, (_, i) => user(i)));
   const heldAtInsert: number[] = [];
   store.beforeInsert = () => heldAtInsert.push(queue.held.get("c1")?.length ?? 0);
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => store.rows.size === 25, "every row stored");
   // The first batch after starting is fetched alone and the second with its
   // acknowledgement; the third early, during the second's insert, and its
@@ -347,7 +347,7 @@ Deno.test("Consumer starts the insert of the batch fetched early before the one 
       void clock.sleep(50).then(answer);
     });
   };
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => store.rows.size === 40, "every row stored");
   // The first two batches are fetched one after the other (the first alone,
   // the second with its acknowledgement); from the third on, each is taken
@@ -363,7 +363,7 @@ Deno.test("Consumer in flow holds two batches beside the one in hand, and a part
   queue.push(...Array.from({ length: 65 }, (_, i) => user(i)));
   const heldAtInsert: number[] = [];
   store.beforeInsert = () => heldAtInsert.push(queue.held.get("c1")?.length ?? 0);
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => store.rows.size === 65, "every row stored");
   // Batches of 10: the first alone, the second with its acknowledgement, the
   // third early, the fourth with the second's acknowledgement and the fifth
@@ -387,7 +387,7 @@ Deno.test("Consumer fenced when it fetches a second batch ahead re-registers and
     // brought it, right before the fetch of the fifth.
     if (store.statements === 4) queue.fence("c1");
   };
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => store.rows.size === 65, "every row stored");
   assert.deepEqual(
     queue.fetchHeld.slice(0, 3),
@@ -405,7 +405,7 @@ Deno.test("Consumer fenced when it fetches a second batch ahead re-registers and
 Deno.test("Consumer in single mode fetches with each acknowledgement the item after the next", async () => {
   const { clock, queue, store, consumer, stop } = setUp({ batchSize: 1 });
   queue.push(...Array.from({ length: 5 }, (_, i) => user(i)));
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => store.rows.size === 5, "every row stored");
   // A fetch to start, the second item with the first's acknowledgement, the
   // third early; from then on each acknowledgement takes the item after the
@@ -424,7 +424,7 @@ Deno.test("Consumer in single mode stopped mid-insert stores the item fetched ea
     // The second item's insert: the third is already taken.
     if (store.statements === 2) void consumer.stop();
   };
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => store.rows.size === 3, "both items in hand stored");
   await stop();
   assert.equal(store.statements, 3);
@@ -441,7 +441,7 @@ Deno.test("Consumer fenced while storing drops the batch it fetched early: recov
     // The second batch's insert: the third is already taken.
     if (store.statements === 2) queue.fence("c1");
   };
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => store.rows.size === 30, "every row stored");
   assert.equal(named("consumer_fenced").length, 1);
   // c1's second acknowledgement was refused; c2 stored the rest, the early batch included.
@@ -457,7 +457,7 @@ Deno.test("Consumer stopped mid-insert also stores the batch it fetched early, a
     // The second batch's insert: the third is already taken.
     if (store.statements === 2) void consumer.stop();
   };
-  void consumer.run();
+  void consumer.consume();
   await until(clock, () => store.rows.size === 30, "both batches in hand stored");
   await stop();
   assert.equal(store.statements, 3);

@@ -79,7 +79,7 @@ export interface LifecycleOptions {
   readonly migrate: () => Promise<boolean>;
   /** Waits for the Redis connections: true once they are up, false when a stop came first. */
   readonly connect: () => Promise<boolean>;
-  readonly consumer: Pick<Consumer, "run" | "id" | "stats">;
+  readonly consumer: Pick<Consumer, "consume" | "id" | "stats">;
   /**
    * Closes every client within `timeoutMs` ({@linkcode CLOSE_TIMEOUT_MS});
    * called once, when the loop has ended or will not start.
@@ -104,7 +104,7 @@ export async function runLifecycle(options: LifecycleOptions): Promise<number> {
     // fail; start the loop once both connections are up (or stop if asked to first).
     const connected = migrated && await connect();
     readiness.starting("registering");
-    if (connected) await consumer.run();
+    if (connected) await consumer.consume();
   } catch (error) {
     failure = error;
   } finally {

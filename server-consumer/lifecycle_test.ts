@@ -26,8 +26,8 @@ function life(overrides: Partial<LifecycleOptions> = {}) {
     consumer: {
       id: "c-1",
       stats: { stored: 7, deadLettered: 1, batches: 2, recovered: 3 },
-      run: () => {
-        steps.push("run");
+      consume: () => {
+        steps.push("consume");
         return Promise.resolve();
       },
     },
@@ -48,7 +48,7 @@ Deno.test("runLifecycle() migrates, connects, runs, closes and logs stopped with
     "starting: connecting to Redis",
     "connect",
     "starting: registering",
-    "run",
+    "consume",
     "close",
   ]);
   assert.equal(records.length, 1);
@@ -72,7 +72,7 @@ Deno.test("runLifecycle() neither connects nor runs once a stop came first, and 
         : { connect: () => Promise.resolve(false) }),
     });
     assert.equal(await runLifecycle(options), 0, stoppedAt);
-    assert.ok(!steps.includes("run"), stoppedAt);
+    assert.ok(!steps.includes("consume"), stoppedAt);
     assert.equal(steps.at(-1), "close", stoppedAt);
     assert.deepEqual(records.map((r) => r.event), ["stopped"], stoppedAt);
   }
@@ -83,7 +83,7 @@ Deno.test("runLifecycle() exits 1 with migration_failed when the schema cannot b
     migrate: () => Promise.reject(new Error("permission denied for schema public")),
   });
   assert.equal(await runLifecycle(options), 1);
-  assert.ok(!steps.includes("connect") && !steps.includes("run"));
+  assert.ok(!steps.includes("connect") && !steps.includes("consume"));
   assert.equal(steps.at(-1), "close");
   assert.deepEqual(records.map((r) => r.event), ["migration_failed", "stopped"]);
   assert.match(String(records[0]!.msg), /^Cannot start as the schema could not be migrated: perm/);
@@ -94,7 +94,7 @@ Deno.test("runLifecycle() exits 1 with unexpected_error and its stack when the l
     consumer: {
       id: "c-2",
       stats: { stored: 0, deadLettered: 0, batches: 0, recovered: 0 },
-      run: () => Promise.reject(new TypeError("a bug")),
+      consume: () => Promise.reject(new TypeError("a bug")),
     },
   });
   assert.equal(await runLifecycle(options), 1);

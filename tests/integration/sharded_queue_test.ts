@@ -274,7 +274,7 @@ Deno.test("Consumer over a ShardedQueue stores every user of every shard, waking
       shutdownTimeoutMs: 2_000,
       newId: () => crypto.randomUUID(),
     });
-    const running = consumer.run();
+    const running = consumer.consume();
     const list = users(100);
     await pushAll(queue, list);
     await waitFor("every user stored", () => stored.size === 100, { timeoutMs: 10_000 });

@@ -90,7 +90,7 @@ Deno.test("GET /users/<id>'s status goes queued → stored, queued → dead, and
       shutdownTimeoutMs: 5_000,
       newId: uuidv7,
     });
-    void consumer.run();
+    void consumer.consume();
     await waitFor("every item to be handled", async () => {
       const depth = await queue.depth();
       return depth.queued + depth.retry + depth.processing === 0;
