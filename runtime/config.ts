@@ -35,11 +35,6 @@ export const queueVars = {
   QUEUE_NAME: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 of A-Z a-z 0-9 _ . : -")
     .default("users"),
   /**
-   * The bound that keeps a backlog from exhausting Redis' memory, over all
-   * shards: each shard's list holds at most its share (rounded up).
-   */
-  QUEUE_MAX_LENGTH: intVar(1, 100_000_000).default(1_000_000),
-  /**
    * Seed nodes of a Redis Cluster, `host:port,host:port…`; empty means a
    * standalone Redis at REDIS_URL. Any reachable node will do: the client
    * asks it for the rest. (Host names and IPv4 addresses; no IPv6 literals.)
@@ -56,6 +51,23 @@ export const queueVars = {
    * (so, in a cluster, on different masters). 1 is the one list `QUEUE_NAME`.
    */
   QUEUE_SHARDS: intVar(1, 1_024).default(1),
+};
+
+/** The variables every service reads about itself, with the same rule. */
+export const processVars = {
+  /**
+   * This replica's id in every log record and as the `replica` label of every
+   * metric; empty means the hostname (in compose, the container's id). Set it
+   * where replicas share a host (the native stack: `server-1`, `consumer-2`).
+   */
+  REPLICA_ID: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 of A-Z a-z 0-9 _ . : -")
+    .default(""),
+  /**
+   * Port of the service's HTTP listener: the API's requests (Traefik forwards
+   * to it), the consumer's /healthz and /readyz. Each container has a
+   * network namespace of its own, so both default to 8000.
+   */
+  PORT: intVar(1, 65_535).default(8000),
 };
 
 /** One node of `REDIS_CLUSTER_NODES`. */

@@ -1,15 +1,16 @@
 import assert from "node:assert/strict";
 import { z } from "zod";
-import { clusterNodes, intVar, parseEnv, queueVars } from "./config.ts";
+import { clusterNodes, intVar, parseEnv, processVars, queueVars } from "./config.ts";
 
 Deno.test("parseEnv() fills every default for an empty environment", () => {
-  const config = parseEnv(queueVars, { service: "test", env: {} });
+  const config = parseEnv({ ...queueVars, ...processVars }, { service: "test", env: {} });
   assert.deepEqual(config, {
     REDIS_URL: "redis://redis:6379",
     QUEUE_NAME: "users",
-    QUEUE_MAX_LENGTH: 1_000_000,
     REDIS_CLUSTER_NODES: "",
     QUEUE_SHARDS: 1,
+    REPLICA_ID: "",
+    PORT: 8000,
   });
   assert.ok(Object.isFrozen(config));
 });
@@ -26,12 +27,12 @@ Deno.test("parseEnv() names every bad variable with its value", () => {
     () =>
       parseEnv({ ...queueVars, N: intVar(1, 5) }, {
         service: "test",
-        env: { QUEUE_MAX_LENGTH: "-3", N: "x" },
+        env: { QUEUE_SHARDS: "-3", N: "x" },
       }),
     (error: unknown) => {
       assert.ok(error instanceof TypeError);
       assert.match(error.message, /^Cannot start test: /);
-      assert.match(error.message, /QUEUE_MAX_LENGTH .*: current value is "-3"/);
+      assert.match(error.message, /QUEUE_SHARDS .*: current value is "-3"/);
       assert.match(error.message, /N .*: current value is "x"/);
       return true;
     },

@@ -5,7 +5,7 @@
  */
 
 import { z } from "zod";
-import { type Env, intVar, parseEnv, queueVars } from "@users-pipeline/runtime/config";
+import { type Env, intVar, parseEnv, processVars, queueVars } from "@users-pipeline/runtime/config";
 import { postgresVars } from "@users-pipeline/runtime/postgres_options";
 import type { ConsumerOptions } from "./consumer.ts";
 
@@ -13,18 +13,7 @@ import type { ConsumerOptions } from "./consumer.ts";
 export const consumerVars = {
   ...queueVars,
   ...postgresVars,
-  /**
-   * This replica's id in every log record and as the `replica` label of every
-   * metric; empty means the hostname (in compose, the container's id). Set it
-   * where replicas share a host (the native stack: `server-1`, `consumer-2`).
-   */
-  REPLICA_ID: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 of A-Z a-z 0-9 _ . : -")
-    .default(""),
-  /**
-   * Port of the consumer's /healthz and /readyz. The API's variable, with the
-   * same default: each container has a network namespace of its own.
-   */
-  PORT: intVar(1, 65_535).default(8000),
+  ...processVars,
   /** `single` stores one row per statement; `batch` up to BATCH_SIZE rows per statement. */
   CONSUMER_MODE: z.enum(["single", "batch"]).default("batch"),
   /** Most rows per statement in batch mode (one unnest statement, so no parameter limit). */

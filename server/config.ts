@@ -5,22 +5,19 @@
  */
 
 import { z } from "zod";
-import { type Env, intVar, parseEnv, queueVars } from "@users-pipeline/runtime/config";
+import { type Env, intVar, parseEnv, processVars, queueVars } from "@users-pipeline/runtime/config";
 import { postgresVars } from "@users-pipeline/runtime/postgres_options";
 
 /** Every variable the API reads, with its rule and default. */
 export const serverVars = {
   ...queueVars,
   ...postgresVars,
+  ...processVars,
   /**
-   * This replica's id in every log record and as the `replica` label of every
-   * metric; empty means the hostname (in compose, the container's id). Set it
-   * where replicas share a host (the native stack: `server-1`, `consumer-2`).
+   * The bound that keeps a backlog from exhausting Redis' memory, over all
+   * shards: each shard's list holds at most its share (rounded up).
    */
-  REPLICA_ID: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 of A-Z a-z 0-9 _ . : -")
-    .default(""),
-  /** Port the HTTP server listens on (Traefik forwards to it). */
-  PORT: intVar(1, 65_535).default(8000),
+  QUEUE_MAX_LENGTH: intVar(1, 100_000_000).default(1_000_000),
   /**
    * How long an `Idempotency-Key` is remembered after its user was queued: a
    * retry within it gets the first answer; after it, the key is new again.
