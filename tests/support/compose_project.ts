@@ -309,21 +309,36 @@ export class ComposeProject {
 
   /**
    * Starts tests/k6/accepted-k6.js in the k6-tests container (`--no-deps`, so the run does not
-   * rescale the services to their declared replicas); resolves with every request's outcome once
-   * k6 ends.
+   * rescale the services to their declared replicas), or with `fromHost` the host's k6 through
+   * the published port; resolves with every request's outcome once k6 ends.
    */
   acceptedLoad(
     prefix: string,
-    { rate, seconds }: { rate: number; seconds: number },
+    { rate, seconds, fromHost = false }: {
+      rate: number;
+      seconds: number;
+      /**
+       * A client outside the project, as a user's: once Traefik is gone its published port
+       * refuses at once, where a client inside the network still has Traefik's address and waits
+       * for its timeout on an address no longer there. @default false
+       */
+      fromHost?: boolean;
+    },
   ): Promise<Outcome[]> {
-    return this.compose([
-      "run",
-      "--rm",
-      "--no-deps",
-      "--entrypoint=k6",
-      "k6-tests",
-      ...acceptedK6Args("/tests/accepted-k6.js", { prefix, rate, seconds }),
-    ]).then((result) => {
+    const load = fromHost
+      ? run(
+        "k6",
+        acceptedK6Args("tests/k6/accepted-k6.js", { prefix, rate, seconds, baseUrl: this.url }),
+      )
+      : this.compose([
+        "run",
+        "--rm",
+        "--no-deps",
+        "--entrypoint=k6",
+        "k6-tests",
+        ...acceptedK6Args("/tests/accepted-k6.js", { prefix, rate, seconds }),
+      ]);
+    return load.then((result) => {
       ok("k6 run accepted-k6.js", result);
       return parseAcceptedLines(`${result.stdout}\n${result.stderr}`);
     });
