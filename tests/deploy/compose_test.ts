@@ -742,6 +742,8 @@ Deno.test({
       maxIndeterminate: inFlightAtKill,
     });
     const keyedMet = tries.filter((o) => o.kind !== "accepted").length;
+    const cutAfterKill =
+      answers.filter((o) => o.kind === "indeterminate" && o.sentAt > apiKilledAt).length;
     const report = checkDelivery(outcomes, rows, { mayStore: mayBeStored(outcomes, faults) });
     const line = `faults under load (${crashes} consumer crashes, 1 API crash, redis restarted ` +
       `in ${redis.ms} ms): ${accounting(outcomes, rows.length)}, ${report.indeterminateStored} ` +
@@ -751,7 +753,7 @@ Deno.test({
       `${report.unexpectedRows.length}; drained ${drainMs} ms after the load; keyed clients: ` +
       `${keyed.length} keys 202 after ${tries.length} tries (${keyedMet} not 202), ` +
       `${keyedProblems.length} not stored exactly once; ${inFlightAtKill} requests in flight at ` +
-      "the API kill";
+      `the API kill, ${cutAfterKill} indeterminate sent after it`;
     note(line);
     if (!deliveryHeld(report)) {
       // Each doubled user's rows, for the cause: when each id was minted and queued, and stored.
