@@ -8,10 +8,16 @@
 import http from "k6/http";
 import { check, sleep } from "k6";
 import { Counter } from "k6/metrics";
+import { answerLine, errorCode } from "./accepted-k6.js";
 
 const BASE_URL = __ENV.BASE_URL || "http://traefik:8000";
 // How long one user may be retried before the iteration gives it up (and fails its check).
 const GIVE_UP_MS = Number(__ENV.GIVE_UP_MS || 60000);
+const EXCUSE_CUT = __ENV.EXCUSE_CUT === "1";
+/** The codes of the 503s docs/delivery.md's table names, each one a client retries. */
+const CONTRACT_503 = ["queue_full", "queue_unavailable", "unconfirmed", "no_replica_ready"];
+/** k6's error code for its own timeout: a hang, which no fault excuses. */
+const TIMEOUT = 1050;
 
 const created = new Counter("users_created");
 const retries = new Counter("retries");
@@ -26,13 +32,22 @@ export const options = {
 };
 
 function post(key, name) {
-  return http.post(`${BASE_URL}/users`, JSON.stringify({ name }), {
+  const sentAt = Date.now();
+  const res = http.post(`${BASE_URL}/users`, JSON.stringify({ name }), {
     headers: { "Content-Type": "application/json", "Idempotency-Key": key },
     tags: { name: "POST /users" },
     // Every non-202 is retried below; none of them counts as a failed request.
     responseCallback: http.expectedStatuses(202, 503),
     timeout: "5s",
   });
+  // LOG_KEYS=1: every try too, in accepted-k6.js's lines, for a test to hold to its fault windows.
+  if (__ENV.LOG_KEYS === "1") console.log(JSON.stringify(answerLine(name, sentAt, res)));
+  check(res, {
+    "every answer is a 202 or a 503 the contract names": (r) =>
+      r.status === 202 || (r.status === 503 && CONTRACT_503.includes(errorCode(r))) ||
+      (EXCUSE_CUT && r.error_code !== TIMEOUT && [0, 502, 504].includes(r.status)),
+  });
+  return res;
 }
 
 // Names this run's users and keys apart from other runs' (each VU reads it once, at its start).

@@ -51,7 +51,12 @@ interface K6Line {
   /** When it was sent (ms since the epoch) and how long its answer took. */
   sent_at: number;
   ms: number;
+  /** k6's number for a failed request (absent from lines of an older script). */
+  error_code?: number | null;
 }
+
+/** k6's error code for a request that got no answer within its own timeout. */
+const K6_TIMEOUT = 1050;
 
 /** The `error` of a JSON body (the API's refusals), else the body's text, if any. */
 function errorOf(body: string | null | undefined): string | undefined {
@@ -287,33 +292,53 @@ export class ComposeProject {
     });
   }
 
-  /** SIGKILLs the main process of a container from the host: a crash, not an operator's stop. */
-  async crash(containerId: string): Promise<void> {
+  /**
+   * SIGKILLs the main process of a container from the host: a crash, not an operator's stop.
+   * Resolves with the instant of the kill (ms since the epoch).
+   */
+  async crash(containerId: string): Promise<number> {
     const pid = ok(
       "docker inspect",
       await run("docker", ["inspect", "-f", "{{.State.Pid}}", containerId]),
     ).stdout.trim();
     if (!/^[1-9]\d*$/.test(pid)) throw new Error(`container ${containerId} has no process: ${pid}`);
+    const killedAt = Date.now();
     Deno.kill(Number(pid), "SIGKILL");
+    return killedAt;
   }
 
   /**
    * Starts tests/k6/accepted-k6.js in the k6-tests container (`--no-deps`, so the run does not
-   * rescale the services to their declared replicas); resolves with every request's outcome once
-   * k6 ends.
+   * rescale the services to their declared replicas), or with `fromHost` the host's k6 through
+   * the published port; resolves with every request's outcome once k6 ends.
    */
   acceptedLoad(
     prefix: string,
-    { rate, seconds }: { rate: number; seconds: number },
+    { rate, seconds, fromHost = false }: {
+      rate: number;
+      seconds: number;
+      /**
+       * A client outside the project, as a user's: once Traefik is gone its published port
+       * refuses at once, where a client inside the network still has Traefik's address and waits
+       * for its timeout on an address no longer there. @default false
+       */
+      fromHost?: boolean;
+    },
   ): Promise<Outcome[]> {
-    return this.compose([
-      "run",
-      "--rm",
-      "--no-deps",
-      "--entrypoint=k6",
-      "k6-tests",
-      ...acceptedK6Args("/tests/accepted-k6.js", { prefix, rate, seconds }),
-    ]).then((result) => {
+    const load = fromHost
+      ? run(
+        "k6",
+        acceptedK6Args("tests/k6/accepted-k6.js", { prefix, rate, seconds, baseUrl: this.url }),
+      )
+      : this.compose([
+        "run",
+        "--rm",
+        "--no-deps",
+        "--entrypoint=k6",
+        "k6-tests",
+        ...acceptedK6Args("/tests/accepted-k6.js", { prefix, rate, seconds }),
+      ]);
+    return load.then((result) => {
       ok("k6 run accepted-k6.js", result);
       return parseAcceptedLines(`${result.stdout}\n${result.stderr}`);
     });
@@ -322,14 +347,24 @@ export class ComposeProject {
   /**
    * Runs `tests/k6/keyed-k6.js` through `docker compose run`: `vus` clients for `seconds`, each
    * creating users with an Idempotency-Key and retrying every non-202 with it. Resolves with
-   * every user that got its 202 (k6 exits non-zero, and this rejects, if any iteration did not
-   * end with a 202 or its replay answered another id). Names start `keyed <runId> `.
+   * every user that got its 202 and the outcome of every try (k6 exits non-zero, and this
+   * rejects, if any iteration did not end with a 202, its replay answered another id, or any
+   * answer was one the contract does not name; with `excuseCut`, a cut connection is left to the
+   * test to hold to its kill). Names start `keyed <runId> `.
    */
   async keyedLoad(
     runId: string,
-    { vus, seconds }: { vus: number; seconds: number },
-  ): Promise<{ key: string; name: string; id: string; tries: number }[]> {
-    const env = { RUN_ID: runId, VUS: String(vus), DURATION: `${seconds}s`, LOG_KEYS: "1" };
+    { vus, seconds, excuseCut = false }: { vus: number; seconds: number; excuseCut?: boolean },
+  ): Promise<
+    { users: { key: string; name: string; id: string; tries: number }[]; tries: Outcome[] }
+  > {
+    const env = {
+      RUN_ID: runId,
+      VUS: String(vus),
+      DURATION: `${seconds}s`,
+      LOG_KEYS: "1",
+      EXCUSE_CUT: excuseCut ? "1" : "0",
+    };
     const result = ok(
       "k6 run keyed-k6.js",
       await this.compose([
@@ -345,13 +380,17 @@ export class ComposeProject {
         "/tests/keyed-k6.js",
       ]),
     );
+    const output = `${result.stdout}\n${result.stderr}`;
     const users = [];
-    for (const line of `${result.stdout}\n${result.stderr}`.split("\n")) {
+    for (const line of output.split("\n")) {
       if (!line.startsWith("{")) continue;
       const record = JSON.parse(line) as { source?: string; msg?: string };
-      if (record.source === "console" && record.msg) users.push(JSON.parse(record.msg));
+      if (record.source !== "console" || !record.msg) continue;
+      const logged = JSON.parse(record.msg);
+      // A try's line has a status (parseAcceptedLines reads it); a user's has its key.
+      if (logged.key !== undefined) users.push(logged);
     }
-    return users;
+    return { users, tries: parseAcceptedLines(output) };
   }
 
   /** `docker compose down`, with the volumes unless told to keep them. */
@@ -367,6 +406,19 @@ export class ComposeProject {
       ]),
     );
   }
+}
+
+/**
+ * The addresses Traefik's log names as targets (`targetURL=http://<address>:…`, one per failed
+ * health check) that are not among `own`, its own replicas' addresses. Throws when the log names
+ * no target at all: a check of where Traefik routes that saw it route nowhere would hold nothing.
+ */
+export function targetsOutside(log: string, own: readonly string[]): string[] {
+  const targets = [...log.matchAll(/targetURL=\S*?http:\/\/([\d.]+):/g)].map((m) => m[1]!);
+  if (targets.length === 0) {
+    throw new RangeError("Cannot tell where Traefik routes: its log names no target");
+  }
+  return targets.filter((address) => !own.includes(address));
 }
 
 /**
@@ -436,6 +488,8 @@ export function parseAcceptedLines(output: string): Outcome[] {
     }
     if (record.source !== "console" || !record.msg) continue;
     const k6 = JSON.parse(record.msg) as K6Line;
+    // keyed-k6.js also logs each user it settled, a line without a status.
+    if (k6.status === undefined) continue;
     const base = {
       name: k6.name,
       url: "k6",
@@ -454,7 +508,12 @@ export function parseAcceptedLines(output: string): Outcome[] {
         detail: errorOf(k6.body),
       });
     } else if (k6.status === 0 || k6.status === 502 || k6.status === 504) {
-      outcomes.push({ ...base, kind: "indeterminate", detail: k6.error ?? String(k6.status) });
+      outcomes.push({
+        ...base,
+        kind: "indeterminate",
+        detail: k6.error ?? String(k6.status),
+        ...(k6.error_code === K6_TIMEOUT ? { timedOut: true } : {}),
+      });
     } else {
       outcomes.push({
         ...base,

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { acceptedK6Args, parseAcceptedLines } from "./compose_project.ts";
+import { acceptedK6Args, parseAcceptedLines, targetsOutside } from "./compose_project.ts";
 
 /** One line as `k6 run --log-format=json` prints a script's console.log. */
 function k6Line(fields: Record<string, unknown>): string {
@@ -33,6 +33,9 @@ Deno.test("parseAcceptedLines() sorts k6's lines into accepted, refused, indeter
       code: "no_replica_ready",
       body: "no available server\n",
     }),
+    k6Line({ ...base, name: "i", status: 0, error: "request timeout", error_code: 1050 }),
+    // keyed-k6.js's line for a user it settled: not a request.
+    k6Line({ key: "k6-1-1-0", name: "keyed 1 1-0", id: "0194", tries: 2 }),
   ].join("\n");
   const outcomes = parseAcceptedLines(output);
   const kinds = outcomes.map((o) => `${o.name}:${o.kind}`);
@@ -45,7 +48,13 @@ Deno.test("parseAcceptedLines() sorts k6's lines into accepted, refused, indeter
     "f:unexpected",
     "g:unexpected",
     "h:rejected",
+    "i:indeterminate",
   ]);
+  assert.deepEqual(
+    outcomes.map((o) => o.timedOut ?? false),
+    [false, false, false, false, false, false, false, false, true],
+    "only k6's own timeout is a hang",
+  );
   assert.equal(outcomes[1]!.detail, "full", "a refusal carries the API's error");
   assert.equal(outcomes[1]!.code, "queue_full", "and its code");
   assert.deepEqual(
@@ -72,5 +81,18 @@ Deno.test("acceptedK6Args() passes the load's settings as k6 -e variables", () =
   assert.ok(
     acceptedK6Args("s.js", { prefix: "p", rate: 2, seconds: 3, baseUrl: "http://x" })
       .includes("BASE_URL=http://x"),
+  );
+});
+
+Deno.test("targetsOutside() names the targets of Traefik's log that are not its own, and needs one", () => {
+  const line = (address: string) =>
+    `2026-11-28T00:00:00Z WRN Health check failed. error="HTTP request failed" ` +
+    `targetURL=http://${address}:8000`;
+  const log = [line("172.18.0.5"), "INF some other line", line("172.19.0.7")].join("\n");
+  assert.deepEqual(targetsOutside(log, ["172.18.0.5", "172.19.0.7"]), []);
+  assert.deepEqual(targetsOutside(log, ["172.18.0.5"]), ["172.19.0.7"]);
+  assert.throws(
+    () => targetsOutside("INF Configuration loaded\nINF Starting provider", ["172.18.0.5"]),
+    RangeError,
   );
 });
