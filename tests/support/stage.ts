@@ -205,14 +205,20 @@ export class Stage<T extends Topology = Topology> implements AsyncDisposable {
   /**
    * Records a fault the scenario causes from now (or `from`, for one known only once it ended)
    * until the returned function is called, plus `graceMs` for the services to notice it ended:
-   * requests overlapping it may get the answers `excuses` names.
+   * requests overlapping it may get the answers `excuses` names; with `shards`, only requests
+   * whose id is of one of those shards (a master serving them failed, say).
    */
   fault(
     what: string,
     excuses: readonly Excuse[],
-    { graceMs = 1_000, from = Date.now() } = {},
+    { graceMs = 1_000, from = Date.now(), shards }: {
+      graceMs?: number;
+      from?: number;
+      shards?: ReadonlySet<number>;
+    } = {},
   ): () => void {
-    const i = this.#faults.push({ what, from, to: Infinity, excuses }) - 1;
+    const scope = shards === undefined ? {} : { shards: { of: shards, count: this.shards.length } };
+    const i = this.#faults.push({ what, from, to: Infinity, excuses, ...scope }) - 1;
     return () => {
       this.#faults[i] = { ...this.#faults[i]!, to: Date.now() + graceMs };
     };
