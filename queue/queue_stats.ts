@@ -16,25 +16,22 @@ import { enqueuedAtOf } from "./envelope.ts";
 import { shardList } from "./keys.ts";
 import {
   mergeOverviews,
+  type Overview,
   overviewFromReply,
   overviewReply,
   type ReadQueueOptions,
 } from "./overview.ts";
-import type { QueueDepth } from "./redis_queue.ts";
 import type { RedisClient } from "./scripts.ts";
-
-/** The lists whose oldest item is timed. */
-export type WaitingList = "queued" | "retry";
 
 /** A snapshot of the queue. */
 export interface QueueStats {
-  readonly depth: QueueDepth;
+  readonly depth: Overview["depth"];
   /**
    * Seconds since the API enqueued the oldest item of each list: 0 for an
    * empty list, `undefined` when that item is not an envelope (poison, whose
    * age is unknown; it is dead-lettered when taken).
    */
-  readonly oldestAgeSeconds: Readonly<Record<WaitingList, number | undefined>>;
+  readonly oldestAgeSeconds: Readonly<Record<"queued" | "retry", number | undefined>>;
 }
 
 /**

@@ -1,16 +1,9 @@
 /**
- * One shard of the queue over Redis (`keys.ts`): the API's pushes
- * (`shard_pushes.ts`), the consumer's moves (register, heartbeat, fetch,
- * acknowledge, recover, hand back) and the status index's lookup. Each move
- * is one Lua script (`lua/`), so a crash between two commands can never leave
- * an item in no list or in two, and each keeps the status index in step with
- * the items. A consumer whose heartbeat expired is fenced: its fetches,
- * acknowledgements and heartbeats reject with {@linkcode FencedError}. Only
- * pushes wait for replicas (`confirmed_write.ts`); why the consumer's moves
- * need not: `docs/scaling.md#failover-and-redis_wait_replicas`.
- *
- * What these moves guarantee: `docs/delivery.md#how-the-code-keeps-it`.
- * `sharded_queue.ts` spreads the work over every shard.
+ * One shard of the queue (`keys.ts`): the consumer's moves (register,
+ * heartbeat, fetch, acknowledge, recover, hand back) and the status index's
+ * lookup, each one Lua script (`lua/`). Internal: {@linkcode ShardedQueue}
+ * is the public queue. What the moves guarantee:
+ * `docs/delivery.md#how-the-code-keeps-it`.
  *
  * @module
  */
@@ -26,7 +19,6 @@ import {
   type ShardFetchOptions,
 } from "./batch.ts";
 import type { DeadLetter } from "./dead_letters.ts";
-import type { UserEnvelope } from "./envelope.ts";
 import type { QueueKeys } from "./keys.ts";
 import { runScript } from "./lua_script.ts";
 import {
@@ -40,55 +32,17 @@ import {
   type RedisClient,
   REGISTER,
 } from "./scripts.ts";
-import {
-  type FittingOptions,
-  type OnceOptions,
-  type PushOptions,
-  ShardPushes,
-} from "./shard_pushes.ts";
 
-/** Counts of every list of the queue, for tests, benchmarks and operators. */
-export interface QueueDepth {
-  readonly queued: number;
-  readonly retry: number;
-  readonly dead: number;
-  readonly processing: number;
-}
-
-/** Options of {@linkcode RedisQueue}: its keys and how its pushes are bounded. */
-export interface RedisQueueOptions extends PushOptions {
-  /** The shard's keys (`keys.ts`). */
-  readonly keys: QueueKeys;
-}
-
-/** The queue's operations; `redis` may be shared by many callers. */
+/** The consumer's moves in the shard at `keys`; `redis` may be shared by many callers. */
 export class RedisQueue {
   readonly #redis: RedisClient;
-  /** The API's side: every push (`shard_pushes.ts`). */
-  readonly #pushes: ShardPushes;
   readonly keys: QueueKeys;
 
-  constructor(redis: RedisClient, options: RedisQueueOptions) {
+  constructor(redis: RedisClient, keys: QueueKeys) {
     // Before any pipeline is made from it: a pipeline knows only the scripts its client had.
     defineQueueScripts(redis);
     this.#redis = redis;
-    this.#pushes = new ShardPushes(redis, options);
-    this.keys = options.keys;
-  }
-
-  /** See {@linkcode ShardPushes.enqueue}. */
-  enqueue(maxLength: number, ...users: readonly UserEnvelope[]): Promise<void> {
-    return this.#pushes.enqueue(maxLength, ...users);
-  }
-
-  /** See {@linkcode ShardPushes.enqueueOnce}. */
-  enqueueOnce(user: UserEnvelope, options: OnceOptions): Promise<string> {
-    return this.#pushes.enqueueOnce(user, options);
-  }
-
-  /** See {@linkcode ShardPushes.enqueueFitting}. */
-  enqueueFitting(users: readonly UserEnvelope[], options: FittingOptions): Promise<number> {
-    return this.#pushes.enqueueFitting(users, options);
+    this.keys = keys;
   }
 
   /** Registers a consumer and starts its heartbeat. */
@@ -124,9 +78,6 @@ export class RedisQueue {
     const reply = await runScript(this.#redis, { script: FETCH, ...fetchCall(this.keys, options) });
     return this.#handle(fieldsOfReply(reply, options.consumerId));
   }
-
-  /** {@linkcode FetchedBatch.ackAndFetch} fetches in the acknowledgement's call, always. */
-  readonly fetchesWithAck = true;
 
   /** A batch this shard handed out, acknowledged here (`lua/ack.lua`). */
   #handle(fields: FetchedFields): FetchedBatch {
@@ -208,19 +159,5 @@ export class RedisQueue {
       },
       args: { consumerId },
     });
-  }
-
-  /** The size of every list of the queue (processing lists summed). */
-  async depth(): Promise<QueueDepth> {
-    const processingKeys = await this.#redis.smembers(this.keys.consumers).then((ids) =>
-      ids.map((id) => this.keys.processingPrefix + id)
-    );
-    const lengths = await Promise.all(
-      [this.keys.queue, this.keys.retry, this.keys.dead, ...processingKeys].map((key) =>
-        this.#redis.llen(key)
-      ),
-    );
-    const [queued = 0, retry = 0, dead = 0, ...processing] = lengths;
-    return { queued, retry, dead, processing: processing.reduce((sum, n) => sum + n, 0) };
   }
 }

@@ -73,7 +73,7 @@ export const ENQUEUE = defineScript({
   name: "queueEnqueue",
   lua: resolveIncludes("enqueue.lua", FILES),
   keys: ["queue", "queuedIds"],
-  args: ["deadline", "maxLength", "mode", "count"],
+  args: ["deadline", "maxLength", "count"],
   restArgs: true,
   reply: reply<number>(),
 });

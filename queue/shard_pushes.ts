@@ -99,23 +99,13 @@ export class ShardPushes {
   }
 
   /**
-   * Pushes users at the left of the main list, and marks them queued in the
-   * index, unless that would take the list past `maxLength` (then it pushes
-   * none and rejects with {@linkcode QueueFullError}); resolves only after
-   * Redis acknowledged the push.
-   */
-  async enqueue(maxLength: number, ...users: readonly UserEnvelope[]): Promise<void> {
-    const pushed = await this.#push("all", { maxLength, users, since: Date.now() });
-    if (pushed < users.length) throw new QueueFullError(maxLength);
-  }
-
-  /**
    * Queues `user` once for the client's idempotency `key`, under the key's
    * record (see `lua/enqueue_once.lua`): the push and the record in one
    * step. Resolves with the id the key is queued under, this user's if this
    * call pushed it, or the one of the earlier request with the same key and
    * name; rejects with {@linkcode IdempotencyConflictError} when that earlier
-   * request named another user, and otherwise as {@linkcode enqueue} does. The
+   * request named another user, with {@linkcode QueueFullError} when the list
+   * holds `maxLength` items. The
    * record lives `ttlSeconds` from the push.
    */
   async enqueueOnce(
@@ -157,11 +147,19 @@ export class ShardPushes {
    * acknowledged it. The deadline (`enqueueWithinMs`) counts from
    * `since`, when the earliest of them asked to be queued.
    */
-  enqueueFitting(
+  async enqueueFitting(
     users: readonly UserEnvelope[],
     { maxLength, since = Date.now() }: FittingOptions,
   ): Promise<number> {
-    return this.#push("fit", { maxLength, users, since });
+    const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
+    const [pushed, replicas] = await this.#confirmed(ENQUEUE, {
+      keys: { queue: this.keys.queue, queuedIds: this.keys.queuedIds },
+      args: { deadline, maxLength, count: users.length },
+      restArgs: [...users.map(encodeEnvelope), ...users.map((user) => user.id)],
+    });
+    if (pushed === -2) throw this.#tooLate();
+    if (pushed > 0 && replicas < this.#waitReplicas) throw this.#unconfirmed(replicas, pushed);
+    return pushed;
   }
 
   /** A push Redis ran after its deadline, which did nothing (`lua/includes/past_deadline.lua`). */
@@ -169,24 +167,5 @@ export class ShardPushes {
     return new Error(
       `Cannot enqueue as Redis ran the push too late: not within ${this.#enqueueWithinMs} ms`,
     );
-  }
-
-  async #push(
-    mode: "all" | "fit",
-    { maxLength, users, since }: {
-      maxLength: number;
-      users: readonly UserEnvelope[];
-      since: number;
-    },
-  ): Promise<number> {
-    const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
-    const [pushed, replicas] = await this.#confirmed(ENQUEUE, {
-      keys: { queue: this.keys.queue, queuedIds: this.keys.queuedIds },
-      args: { deadline, maxLength, mode, count: users.length },
-      restArgs: [...users.map(encodeEnvelope), ...users.map((user) => user.id)],
-    });
-    if (pushed === -2) throw this.#tooLate();
-    if (pushed > 0 && replicas < this.#waitReplicas) throw this.#unconfirmed(replicas, pushed);
-    return pushed;
   }
 }

@@ -1,6 +1,7 @@
 /**
- * The queue over all of its shards (QUEUE_SHARDS, `keys.ts`): one
- * {@linkcode RedisQueue} per shard. A user's shard is chosen by its id
+ * The queue, the one the API and the consumer use, over all of its shards
+ * (QUEUE_SHARDS, `keys.ts`): each shard's pushes (`shard_pushes.ts`) and
+ * moves (`redis_queue.ts`). A user's shard is chosen by its id
  * (`shardOf`), and everything that happens to it stays there. A consumer is
  * one id registered in every shard and serves them all: each fetch starts at
  * the next shard in turn and takes the first batch it finds, so none starves;
@@ -23,7 +24,7 @@ import { type QueueKeys, shardOf } from "./keys.ts";
 import { FencedError, FetchedBatch, type FetchOptions } from "./batch.ts";
 import { ConfirmedWrites } from "./confirmed_write.ts";
 import { RedisQueue } from "./redis_queue.ts";
-import type { OnceOptions, PushOptions } from "./shard_pushes.ts";
+import { type OnceOptions, type PushOptions, ShardPushes } from "./shard_pushes.ts";
 import type { RedisClient } from "./scripts.ts";
 
 /** Options of {@linkcode ShardedQueue}: its shards' keys and how its pushes are bounded. */
@@ -34,8 +35,10 @@ export interface ShardedQueueOptions extends PushOptions {
 
 /** Every shard of one queue. */
 export class ShardedQueue {
-  /** One queue per shard, shard 0 first. */
-  readonly shards: readonly RedisQueue[];
+  /** Each shard's pushes, shard 0 first: the API groups its pushes per shard. */
+  readonly pushes: readonly ShardPushes[];
+  /** Each shard's moves, shard 0 first. */
+  readonly #shards: readonly RedisQueue[];
   /** Every shard's keys. */
   readonly keys: readonly QueueKeys[];
   /** Where the next fetch starts. */
@@ -51,19 +54,20 @@ export class ShardedQueue {
       replicas: options.waitReplicas ?? 0,
       timeoutMs: options.waitTimeoutMs ?? 200,
     });
-    this.shards = keys.map((shard) =>
-      new RedisQueue(redis, { keys: shard, ...options, confirmedWrites })
+    this.pushes = keys.map((shard) =>
+      new ShardPushes(redis, { keys: shard, ...options, confirmedWrites })
     );
+    this.#shards = keys.map((shard) => new RedisQueue(redis, shard));
   }
 
   /** The shard (its index) a user with this id belongs to. */
   shardIndexOf(id: string): number {
-    return shardOf(id, this.shards.length);
+    return shardOf(id, this.#shards.length);
   }
 
   /** The shard (its index) an `Idempotency-Key`'s record, and so its user, belongs to. */
   shardIndexOfKey(key: string): number {
-    return this.shards.length === 1 ? 0 : calculateSlot(key) % this.shards.length;
+    return this.#shards.length === 1 ? 0 : calculateSlot(key) % this.#shards.length;
   }
 
   /**
@@ -73,13 +77,13 @@ export class ShardedQueue {
    * fewest ms (less than the shard count) that land it there.
    */
   idForKey(key: string, now: number = Date.now()): string {
-    const shards = this.shards.length;
+    const shards = this.#shards.length;
     const msecs = now + (this.shardIndexOfKey(key) - (now % shards) + shards) % shards;
     return uuidv7({ msecs });
   }
 
   /**
-   * Queues `user` once for `key` (see {@linkcode RedisQueue.enqueueOnce}) in
+   * Queues `user` once for `key` (see {@linkcode ShardPushes.enqueueOnce}) in
    * the key's shard, under that shard's share of `maxLength`; the user's id
    * must be one {@linkcode idForKey} minted for the key.
    */
@@ -88,15 +92,15 @@ export class ShardedQueue {
     if (this.shardIndexOf(user.id) !== shard) {
       throw new RangeError(`Cannot queue ${user.id} for its key: not an id of the key's shard`);
     }
-    return this.shards[shard]!.enqueueOnce(user, {
+    return this.pushes[shard]!.enqueueOnce(user, {
       ...options,
-      maxLength: Math.ceil(options.maxLength / this.shards.length),
+      maxLength: Math.ceil(options.maxLength / this.#shards.length),
     });
   }
 
   /** Registers a consumer in every shard and starts its heartbeats. */
   async register(consumerId: string, ttlMs: number): Promise<void> {
-    await Promise.all(this.shards.map((shard) => shard.register(consumerId, ttlMs)));
+    await Promise.all(this.#shards.map((shard) => shard.register(consumerId, ttlMs)));
   }
 
   /**
@@ -104,7 +108,7 @@ export class ShardedQueue {
    * {@linkcode FencedError} when it was fenced in any.
    */
   async heartbeat(consumerId: string, ttlMs: number): Promise<void> {
-    await Promise.all(this.shards.map((shard) => shard.heartbeat(consumerId, ttlMs)));
+    await Promise.all(this.#shards.map((shard) => shard.heartbeat(consumerId, ttlMs)));
   }
 
   /**
@@ -124,7 +128,7 @@ export class ShardedQueue {
    * and the next fetch there returns it.
    */
   async fetch({ consumerId, max, held = 0 }: FetchOptions): Promise<FetchedBatch> {
-    const count = this.shards.length;
+    const count = this.#shards.length;
     const start = this.#next;
     this.#next = (start + 1) % count;
     let failure: { error: unknown } | undefined;
@@ -133,7 +137,7 @@ export class ShardedQueue {
       const holdsHere = shard === this.#holdingShard;
       let batch: FetchedBatch;
       try {
-        batch = await this.shards[shard]!.fetch({
+        batch = await this.#shards[shard]!.fetch({
           consumerId,
           max,
           held: holdsHere ? held : 0,
@@ -169,7 +173,7 @@ export class ShardedQueue {
    * keeps every shard's turn.
    */
   get fetchesWithAck(): boolean {
-    return this.shards.length === 1;
+    return this.#shards.length === 1;
   }
 
   /** `batch`, taken from shard `shard`, acknowledged there. */
@@ -190,7 +194,7 @@ export class ShardedQueue {
    * found dead in one shard (each consumer is registered in every shard).
    */
   async recover(maxCrashes: number, now: Date = new Date()) {
-    const results = await Promise.all(this.shards.map((shard) => shard.recover(maxCrashes, now)));
+    const results = await Promise.all(this.#shards.map((shard) => shard.recover(maxCrashes, now)));
     return {
       recovered: results.reduce((sum, r) => sum + r.recovered, 0),
       buried: results.reduce((sum, r) => sum + r.buried, 0),
@@ -205,7 +209,7 @@ export class ShardedQueue {
    */
   async handBack(consumerId: string): Promise<number> {
     const results = await Promise.allSettled(
-      this.shards.map((shard) => shard.handBack(consumerId)),
+      this.#shards.map((shard) => shard.handBack(consumerId)),
     );
     const failed = results.find((result) => result.status === "rejected");
     if (failed !== undefined) throw failed.reason;
@@ -214,19 +218,6 @@ export class ShardedQueue {
 
   /** The user's entry in the status index of its shard (see `RedisQueue.indexed`). */
   indexed(id: string): ReturnType<RedisQueue["indexed"]> {
-    return this.shards[this.shardIndexOf(id)]!.indexed(id);
-  }
-
-  /** Every list's size, summed over the shards. */
-  async depth(): Promise<Awaited<ReturnType<RedisQueue["depth"]>>> {
-    const depths = await Promise.all(this.shards.map((shard) => shard.depth()));
-    const sum = (of: (depth: (typeof depths)[number]) => number) =>
-      depths.reduce((total, depth) => total + of(depth), 0);
-    return {
-      queued: sum((d) => d.queued),
-      retry: sum((d) => d.retry),
-      dead: sum((d) => d.dead),
-      processing: sum((d) => d.processing),
-    };
+    return this.#shards[this.shardIndexOf(id)]!.indexed(id);
   }
 }

@@ -21,12 +21,7 @@ import {
   METRIC_PREFIX,
   metricsResponse,
 } from "@users-pipeline/runtime/metrics_registry";
-import {
-  DEAD_LETTER_KINDS,
-  type QueueDepth,
-  type QueueStats,
-  type WaitingList,
-} from "@users-pipeline/queue";
+import { DEAD_LETTER_KINDS, type QueueStats } from "@users-pipeline/queue";
 import type { Dependency } from "./backoff.ts";
 import type { ConsumerEvent, ConsumerMeasurement } from "./consumer_events.ts";
 
@@ -38,8 +33,8 @@ import type { ConsumerEvent, ConsumerMeasurement } from "./consumer_events.ts";
 export const QUEUE_STATS_TIMEOUT_MS = 1_000;
 
 const DEPENDENCIES: readonly Dependency[] = ["redis", "postgres"];
-const STATES: readonly (keyof QueueDepth)[] = ["queued", "retry", "processing", "dead"];
-const WAITING: readonly WaitingList[] = ["queued", "retry"];
+const STATES: readonly (keyof QueueStats["depth"])[] = ["queued", "retry", "processing", "dead"];
+const WAITING: readonly (keyof QueueStats["oldestAgeSeconds"])[] = ["queued", "retry"];
 
 /** Rows per batch: 1 in single mode, up to BATCH_SIZE (at most 10000). */
 const BATCH_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000];

@@ -16,7 +16,7 @@ import type { ServerConfig } from "./config.ts";
 
 /** What {@linkcode queueAccept} uses of the queue. */
 export interface AcceptingQueue extends Pick<ShardedQueue, "idForKey" | "enqueueOnce"> {
-  readonly shards: readonly FittingQueue[];
+  readonly pushes: readonly FittingQueue[];
   shardIndexOf(id: string): number;
 }
 
@@ -25,7 +25,7 @@ export function queueAccept(
   queue: AcceptingQueue,
   config: Pick<ServerConfig, "QUEUE_MAX_LENGTH" | "IDEMPOTENCY_TTL_SECONDS" | "REDIS_TIMEOUT_MS">,
 ): Required<Pick<AppOptions, "accept" | "acceptOnce" | "acceptTimeoutMs">> {
-  const pushes = new ShardedPushes(queue.shards, {
+  const pushes = new ShardedPushes(queue.pushes, {
     maxLength: config.QUEUE_MAX_LENGTH,
     shardOf: (id) => queue.shardIndexOf(id),
   });

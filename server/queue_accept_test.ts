@@ -11,7 +11,7 @@ function fakeQueue() {
   const pushed: { shard: number; maxLength: number; ids: string[] }[] = [];
   const once: { id: string; options: unknown }[] = [];
   const queue: AcceptingQueue = {
-    shards: [0, 1].map((shard) => ({
+    pushes: [0, 1].map((shard) => ({
       enqueueFitting: (users: readonly UserEnvelope[], { maxLength }: { maxLength: number }) => {
         pushed.push({ shard, maxLength, ids: users.map((u) => u.id) });
         return Promise.resolve(users.length);

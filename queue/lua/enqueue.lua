@@ -6,13 +6,11 @@
 -- KEYS[2] queuedIds  the ids accepted and not yet stored
 -- ARGV[1] deadline   ms since the epoch, 0 for none
 -- ARGV[2] maxLength  the most items the main list may hold
--- ARGV[3] mode       when not all fit: 'all' pushes none, 'fit' as many of
---                    the first as fit (the API's grouped pushes, each
---                    request refused or accepted as if pushed alone)
--- ARGV[4] count      n, how many users
--- ARGV[5…]           the n payloads, then their n user ids
+-- ARGV[3] count      n, how many users
+-- ARGV[4…]           the n payloads, then their n user ids
 --
--- Returns how many were pushed, or -2 when Redis ran the script after the
+-- Returns how many were pushed (as many of the first as fit: the API's
+-- grouped pushes, each request refused or accepted as if pushed alone), or -2 when Redis ran the script after the
 -- deadline (nothing pushed; includes/past_deadline.lua says why).
 --
 -- Why the ids travel beside the payloads: Redis decodes no JSON on the hot
@@ -23,17 +21,13 @@
 
 -- @include "includes/past_deadline.lua"
 
-local count = tonumber(ARGV[4])
-local n = count
+local count = tonumber(ARGV[3])
 local room = tonumber(ARGV[2]) - redis.call('LLEN', KEYS[1])
-if room < n then
-  if ARGV[3] == 'all' then return 0 end
-  n = math.max(room, 0)
+local n = math.max(math.min(count, room), 0)
+for i = 4, 3 + n, 1000 do
+  redis.call('LPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, 3 + n)))
 end
-for i = 5, 4 + n, 1000 do
-  redis.call('LPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, 4 + n)))
-end
-local ids = 5 + count
+local ids = 4 + count
 for i = ids, ids + n - 1, 1000 do
   redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + 999, ids + n - 1)))
 end

@@ -10,7 +10,8 @@
 
 import assert from "node:assert/strict";
 import { v7 as uuidv7 } from "uuid";
-import { encodeEnvelope, RedisQueue } from "@users-pipeline/queue";
+import { encodeEnvelope, ShardedQueue } from "@users-pipeline/queue";
+import { enqueueAll } from "@users-pipeline/harness/queue_fill";
 import type { TaskProcess } from "@users-pipeline/harness/processes";
 import { projectEnv } from "@users-pipeline/harness/repo";
 import { delay, waitFor } from "@users-pipeline/harness/wait";
@@ -199,9 +200,9 @@ scenario(
     // then sends the same fetch or ack again. Replayed here at the protocol
     // level, where the timing is exact.
     const { redis } = stage.world;
-    const queue = new RedisQueue(redis, { keys: stage.keys });
+    const queue = new ShardedQueue(redis, { keys: [stage.keys] });
     const users = envelopes(10, "lost-reply");
-    await queue.enqueue(1_000, ...users);
+    await enqueueAll(queue, users, 1_000);
     const id = uuidv7();
     await queue.register(id, 60_000);
     const lost = await queue.fetch({ consumerId: id, max: 4 }); // its reply never reached the consumer

@@ -7,13 +7,7 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { parseInfo } from "@users-pipeline/harness/redis_cluster";
 import { startRedis } from "@users-pipeline/harness/services";
-import {
-  queueKeys,
-  queueShards,
-  RedisQueue,
-  ShardedQueue,
-  WriteUnconfirmedError,
-} from "@users-pipeline/queue";
+import { queueKeys, queueShards, ShardedQueue, WriteUnconfirmedError } from "@users-pipeline/queue";
 import { ANSWER_MARGIN_MS } from "../support/service_env.ts";
 import { REDIS_TICK_MS } from "../support/topology.ts";
 
@@ -43,12 +37,16 @@ async function assertTwoWaits(redis: Redis): Promise<void> {
   );
 }
 
-Deno.test("RedisQueue refuses concurrent pushes a master without replicas cannot confirm within two WAIT timeouts each, one WAIT in flight at a time", async () => {
+Deno.test("ShardedQueue refuses concurrent pushes a master without replicas cannot confirm within two WAIT timeouts each, one WAIT in flight at a time", async () => {
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("confirmed");
-    const queue = new RedisQueue(redis, { keys, waitReplicas: 1, waitTimeoutMs: WAIT_TIMEOUT_MS });
+    const queue = new ShardedQueue(redis, {
+      keys: [keys],
+      waitReplicas: 1,
+      waitTimeoutMs: WAIT_TIMEOUT_MS,
+    });
     const user = (i: number) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-${String(i).padStart(12, "0")}`,
       name: `user-${i}`,
@@ -58,7 +56,7 @@ Deno.test("RedisQueue refuses concurrent pushes a master without replicas cannot
     const calls = Array.from({ length: 20 }, (_, i) => {
       const startedAt = Date.now();
       const call = i % 2 === 0
-        ? queue.enqueueFitting([user(i)], { maxLength: 100 })
+        ? queue.pushes[0]!.enqueueFitting([user(i)], { maxLength: 100 })
         : queue.enqueueOnce(user(i), { key: `key-${i}`, maxLength: 100, ttlSeconds: 60 });
       return timed(call, startedAt);
     });
@@ -92,7 +90,7 @@ Deno.test("ShardedQueue: shards on one master share its one WAIT in flight", asy
       const key = `key-${i}`;
       const user = { id: queue.idForKey(key), name: `user-${i}`, enqueued_at: 1 };
       const call = i % 2 === 0
-        ? queue.shards[queue.shardIndexOf(user.id)]!.enqueueFitting([user], { maxLength: 100 })
+        ? queue.pushes[queue.shardIndexOf(user.id)]!.enqueueFitting([user], { maxLength: 100 })
         : queue.enqueueOnce(user, { key, maxLength: 100, ttlSeconds: 60 });
       return timed(call, startedAt);
     });

@@ -14,7 +14,7 @@ import {
   isUuid,
   PoisonMessageError,
   queueKeys,
-  RedisQueue,
+  ShardedQueue,
   type UserEnvelope,
 } from "@users-pipeline/queue";
 import { startRedis } from "@users-pipeline/harness/services";
@@ -23,7 +23,7 @@ Deno.test("a take gives the course's {name} items a UUIDv7 and leaves every othe
   await using server = await startRedis();
   const redis = new Redis(server.url);
   const keys = queueKeys("course-items");
-  const queue = new RedisQueue(redis, { keys });
+  const queue = new ShardedQueue(redis, { keys: [keys] });
   try {
     const ours = encodeEnvelope({ id: uuidv7(), name: "Ours", enqueued_at: Date.now() });
     const untouched = [
@@ -83,7 +83,7 @@ Deno.test("a course item keeps the id of its first take through recovery and a r
   await using server = await startRedis();
   const redis = new Redis(server.url);
   const keys = queueKeys("course-redelivery");
-  const queue = new RedisQueue(redis, { keys });
+  const queue = new ShardedQueue(redis, { keys: [keys] });
   try {
     await redis.lpush(keys.queue, '{"name":"Ada"}', '{"name":"Ada"}');
     await queue.register("crashed", 60_000);

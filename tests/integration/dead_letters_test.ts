@@ -18,10 +18,11 @@ import {
   queueKeys,
   queueShards,
   readOverview,
-  RedisQueue,
+  ShardedQueue,
   shardOf,
   type UserEnvelope,
 } from "@users-pipeline/queue";
+import { enqueueAll } from "@users-pipeline/harness/queue_fill";
 import { runCommand } from "@users-pipeline/harness/run_command";
 import { startRedis } from "@users-pipeline/harness/services";
 
@@ -40,14 +41,14 @@ function users(count: number, prefix: string): UserEnvelope[] {
  * 1,000 at a time; the i-th user's kind is `kindOf(i)`.
  */
 async function bury(
-  queue: RedisQueue,
+  queue: ShardedQueue,
   all: readonly UserEnvelope[],
   kindOf: (i: number) => DeadLetterKind,
 ): Promise<void> {
   await queue.register("burier", 600_000);
   for (let first = 0; first < all.length; first += 1_000) {
     const chunk = all.slice(first, first + 1_000);
-    await queue.enqueue(100_000_000, ...chunk);
+    await enqueueAll(queue, chunk, 100_000_000);
     const batch = await queue.fetch({ consumerId: "burier", max: chunk.length });
     assert.ok(batch && batch.items.length === chunk.length);
     await batch.ack({
@@ -69,7 +70,11 @@ Deno.test("DeadLetters against a real Redis", async (t) => {
   let counter = 0;
   const fresh = () => {
     const keys = queueKeys(`dlq${++counter}`);
-    return { keys, queue: new RedisQueue(redis, { keys }), letters: new DeadLetters(redis, keys) };
+    return {
+      keys,
+      queue: new ShardedQueue(redis, { keys: [keys] }),
+      letters: new DeadLetters(redis, keys),
+    };
   };
   try {
     await t.step(
@@ -278,7 +283,7 @@ Deno.test("DeadLetters against a real Redis", async (t) => {
         const { keys, queue } = fresh();
         await bury(queue, users(2, "dead"), () => "id_conflict");
         const queued = users(5, "waiting").map((u, i) => ({ ...u, enqueued_at: 1_000 + i }));
-        await queue.enqueue(100, ...queued);
+        await enqueueAll(queue, queued, 100);
         await queue.register("alive", 60_000);
         const batch = await queue.fetch({ consumerId: "alive", max: 2 });
         assert.ok(batch);
@@ -349,7 +354,11 @@ Deno.test("./stack dlq lists, requeues and purges the dead letters of a real Red
     await t.step("list pages newest first with the counts by kind", async () => {
       const name = "stack_dlq_list";
       const buried = users(12, "listed");
-      await bury(new RedisQueue(redis, { keys: queueKeys(name) }), buried, (i) => KINDS[i % 3]!);
+      await bury(
+        new ShardedQueue(redis, { keys: [queueKeys(name)] }),
+        buried,
+        (i) => KINDS[i % 3]!,
+      );
       const first = await stackDlq(server.url, name, 1, "list", "--limit", "3");
       assert.equal(first.code, 0, first.stderr);
       const page = parseList(first.stdout);
@@ -368,7 +377,7 @@ Deno.test("./stack dlq lists, requeues and purges the dead letters of a real Red
     await t.step("requeue by kind, by id and then every letter, back to the queue", async () => {
       const name = "stack_dlq_requeue";
       const keys = queueKeys(name);
-      const queue = new RedisQueue(redis, { keys });
+      const queue = new ShardedQueue(redis, { keys: [keys] });
       const buried = users(9, "requeued");
       await bury(queue, buried, (i) => KINDS[i % 3]!);
       const refused = buried.filter((_, i) => i % 3 === 1);
@@ -405,7 +414,7 @@ Deno.test("./stack dlq lists, requeues and purges the dead letters of a real Red
     await t.step("purge by id and by kind, --all, and nothing without it", async () => {
       const name = "stack_dlq_purge";
       const keys = queueKeys(name);
-      const queue = new RedisQueue(redis, { keys });
+      const queue = new ShardedQueue(redis, { keys: [keys] });
       const buried = users(9, "purged");
       await bury(queue, buried, (i) => KINDS[i % 3]!);
 
@@ -440,7 +449,7 @@ Deno.test("./stack dlq lists, requeues and purges the dead letters of a real Red
       for (const [s, keys] of shards.entries()) {
         const mine = buried.filter((u) => shardOf(u.id, 2) === s);
         assert.ok(mine.length > 0, `shard ${s} has letters`);
-        await bury(new RedisQueue(redis, { keys }), mine, () => "id_conflict");
+        await bury(new ShardedQueue(redis, { keys: [keys] }), mine, () => "id_conflict");
       }
       const list = parseList((await stackDlq(server.url, name, 2, "list")).stdout);
       assert.equal(list.total, 10);

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { connectPostgres } from "../support/postgres_client.ts";
-import { encodeEnvelope, queueKeys, readQueueStats, RedisQueue } from "@users-pipeline/queue";
+import { encodeEnvelope, queueKeys, readQueueStats, ShardedQueue } from "@users-pipeline/queue";
 import { freePort } from "@users-pipeline/harness/ports";
 import { TaskProcess } from "@users-pipeline/harness/processes";
 import { migrate, startPostgres, startRedis } from "@users-pipeline/harness/services";
@@ -54,7 +54,7 @@ Deno.test("readQueueStats() reads every list's depth and the oldest items' age f
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("stats");
-    const queue = new RedisQueue(redis, { keys });
+    const queue = new ShardedQueue(redis, { keys: [keys] });
     const empty = await readQueueStats(redis, { keys: queue.keys, now: 10_000 });
     assert.deepEqual(empty, {
       depth: { queued: 0, retry: 0, processing: 0, dead: 0 },

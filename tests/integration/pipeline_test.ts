@@ -9,7 +9,8 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { connectPostgres } from "../support/postgres_client.ts";
 import { v7 as uuidv7 } from "uuid";
-import { queueKeys, RedisQueue, type UserEnvelope } from "@users-pipeline/queue";
+import { queueKeys, ShardedQueue, type UserEnvelope } from "@users-pipeline/queue";
+import { depthOf, enqueueAll } from "@users-pipeline/harness/queue_fill";
 import { TaskProcess } from "@users-pipeline/harness/processes";
 import { freePort } from "@users-pipeline/harness/ports";
 import { waitFor, waitForHttp } from "@users-pipeline/harness/wait";
@@ -30,7 +31,7 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
     const freshQueue = async () => {
       await sql`truncate users`;
       const name = `pipeline${++queueCounter}`;
-      return { name, queue: new RedisQueue(redis, { keys: queueKeys(name) }) };
+      return { name, queue: new ShardedQueue(redis, { keys: [queueKeys(name)] }) };
     };
 
     const envFor = (
@@ -59,9 +60,9 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
       }));
     };
 
-    const enqueue = async (queue: RedisQueue, batch: readonly UserEnvelope[]) => {
+    const enqueue = async (queue: ShardedQueue, batch: readonly UserEnvelope[]) => {
       for (let i = 0; i < batch.length; i += 500) {
-        await queue.enqueue(10_000_000, ...batch.slice(i, i + 500));
+        await enqueueAll(queue, batch.slice(i, i + 500), 10_000_000);
       }
     };
 
@@ -98,7 +99,12 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
         assert.equal(row.name, "user 7");
         assert.ok(row.stored_at >= row.enqueued_at);
         assert.equal((await consumer.stop()).code, 0);
-        assert.deepEqual(await queue.depth(), { queued: 0, retry: 0, dead: 0, processing: 0 });
+        assert.deepEqual(await depthOf(redis, queue.keys), {
+          queued: 0,
+          retry: 0,
+          dead: 0,
+          processing: 0,
+        });
       });
     }
 
@@ -112,7 +118,7 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
       );
       assertKilled(await crashing.status, crashing.output);
       // The crashed consumer holds its batch in its processing list.
-      const held = await queue.depth();
+      const held = await depthOf(redis, queue.keys);
       assert.equal(held.processing, 1_000);
       assert.equal(held.queued, 2_000);
       assert.equal(await rowCount(), 0);
@@ -121,7 +127,12 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
       await waitFor("recovery and storage", async () => (await rowCount()) === queued.length);
       assert.deepEqual(await storedIds(), sorted(queued));
       await survivor.stop();
-      assert.deepEqual(await queue.depth(), { queued: 0, retry: 0, dead: 0, processing: 0 });
+      assert.deepEqual(await depthOf(redis, queue.keys), {
+        queued: 0,
+        retry: 0,
+        dead: 0,
+        processing: 0,
+      });
     });
 
     await t.step(
@@ -137,16 +148,16 @@ Deno.test("the pipeline against a real Redis and PostgreSQL", async (t) => {
         assertKilled(await crashing.status, crashing.output);
         // The batch is committed but not acknowledged: stored and still held.
         assert.equal(await rowCount(), 1_000);
-        assert.equal((await queue.depth()).processing, 1_000);
+        assert.equal((await depthOf(redis, queue.keys)).processing, 1_000);
 
         await using survivor = new TaskProcess("consumer", envFor(name));
         await waitFor("everything drained", async () => {
-          const depth = await queue.depth();
+          const depth = await depthOf(redis, queue.keys);
           return depth.queued + depth.retry + depth.processing === 0;
         });
         await survivor.stop();
         assert.deepEqual(await storedIds(), sorted(queued));
-        assert.equal((await queue.depth()).dead, 0);
+        assert.equal((await depthOf(redis, queue.keys)).dead, 0);
       },
     );
 

@@ -5,7 +5,8 @@
 
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import { type Batch, FencedError, queueKeys, RedisQueue } from "@users-pipeline/queue";
+import { type Batch, FencedError, queueKeys, ShardedQueue } from "@users-pipeline/queue";
+import { enqueueAll } from "@users-pipeline/harness/queue_fill";
 import { startRedis } from "@users-pipeline/harness/services";
 
 /** A batch's data, without its methods, to compare with `deepEqual`. */
@@ -21,18 +22,18 @@ async function sha1(text: string): Promise<string> {
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-Deno.test("RedisQueue.handBack() clears the crash counts of the items it returns", async () => {
+Deno.test("ShardedQueue.handBack() clears the crash counts of the items it returns", async () => {
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("handback");
-    const queue = new RedisQueue(redis, { keys });
+    const queue = new ShardedQueue(redis, { keys: [keys] });
     const users = ["a", "b"].map((name, i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000000${i}`,
       name,
       enqueued_at: 1,
     }));
-    await queue.enqueue(10, ...users);
+    await enqueueAll(queue, users, 10);
     // A consumer takes both and crashes: its heartbeat is gone.
     await queue.register("crashed", 60_000);
     await queue.fetch({ consumerId: "crashed", max: 10 });
@@ -54,20 +55,20 @@ Deno.test("RedisQueue.handBack() clears the crash counts of the items it returns
   }
 });
 
-Deno.test("RedisQueue.enqueueFitting() pushes the first users that fit, and nothing late", async () => {
+Deno.test("ShardPushes.enqueueFitting() pushes the first users that fit, and nothing late", async () => {
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("fitting");
-    const queue = new RedisQueue(redis, { keys, enqueueWithinMs: 500 });
+    const queue = new ShardedQueue(redis, { keys: [keys], enqueueWithinMs: 500 });
     const users = [0, 1, 2, 3, 4].map((i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000001${i}`,
       name: `user ${i}`,
       enqueued_at: 1,
     }));
-    await queue.enqueue(3, users[0]!);
+    await enqueueAll(queue, [users[0]!], 3);
     assert.equal(
-      await queue.enqueueFitting(users.slice(1), { maxLength: 3 }),
+      await queue.pushes[0]!.enqueueFitting(users.slice(1), { maxLength: 3 }),
       2,
       "two of four fit",
     );
@@ -81,19 +82,14 @@ Deno.test("RedisQueue.enqueueFitting() pushes the first users that fit, and noth
       [0, 1, 2].map((i) => users[i]!.id),
     );
     assert.equal(
-      await queue.enqueueFitting(users.slice(3), { maxLength: 3 }),
+      await queue.pushes[0]!.enqueueFitting(users.slice(3), { maxLength: 3 }),
       0,
       "a full queue takes none",
     );
-    // The all-or-nothing push refuses a group that does not fit whole.
-    await redis.del(keys.queue, keys.queuedIds);
-    await queue.enqueue(3, users[0]!, users[1]!);
-    await assert.rejects(queue.enqueue(3, users[2]!, users[3]!), /maximum of 3/);
-    assert.equal(await redis.llen(keys.queue), 2);
     // A group whose earliest request asked more than enqueueWithinMs ago does nothing.
     await redis.del(keys.queue, keys.queuedIds);
     await assert.rejects(
-      queue.enqueueFitting(users, { maxLength: 10, since: Date.now() - 600 }),
+      queue.pushes[0]!.enqueueFitting(users, { maxLength: 10, since: Date.now() - 600 }),
       /too late/,
     );
     assert.equal(await redis.llen(keys.queue), 0);
@@ -103,18 +99,18 @@ Deno.test("RedisQueue.enqueueFitting() pushes the first users that fit, and noth
   }
 });
 
-Deno.test("RedisQueue.fetch() with a batch held: a new batch, the same one again after a lost reply, no suspect", async () => {
+Deno.test("ShardedQueue.fetch() with a batch held: a new batch, the same one again after a lost reply, no suspect", async () => {
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("early");
-    const queue = new RedisQueue(redis, { keys });
+    const queue = new ShardedQueue(redis, { keys: [keys] });
     const users = [0, 1, 2, 3, 4, 5].map((i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000002${i}`,
       name: `user ${i}`,
       enqueued_at: 1,
     }));
-    await queue.enqueue(100, ...users);
+    await enqueueAll(queue, users, 100);
     await queue.register("c", 60_000);
     const names = (batch: { readonly items: readonly string[] } | undefined) =>
       batch?.items.map((item) => JSON.parse(item).name);
@@ -152,18 +148,18 @@ Deno.test("RedisQueue.fetch() with a batch held: a new batch, the same one again
   }
 });
 
-Deno.test("RedisQueue.ack() repeated after a lost reply trims nothing, even with the next batch held", async () => {
+Deno.test("ShardedQueue.ack() repeated after a lost reply trims nothing, even with the next batch held", async () => {
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("repeat");
-    const queue = new RedisQueue(redis, { keys });
+    const queue = new ShardedQueue(redis, { keys: [keys] });
     const users = [0, 1, 2, 3].map((i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000003${i}`,
       name: `user ${i}`,
       enqueued_at: 1,
     }));
-    await queue.enqueue(100, ...users);
+    await enqueueAll(queue, users, 100);
     await queue.register("c", 60_000);
     const first = await queue.fetch({ consumerId: "c", max: 2, held: 0 });
     // The next batch, fetched while the first was stored.
@@ -189,19 +185,19 @@ Deno.test("RedisQueue.ack() repeated after a lost reply trims nothing, even with
   }
 });
 
-Deno.test("FetchedBatch.ackAndFetch() of RedisQueue acknowledges and takes the next batch in one call; a repeat returns the same batch", async () => {
+Deno.test("FetchedBatch.ackAndFetch() of ShardedQueue acknowledges and takes the next batch in one call; a repeat returns the same batch", async () => {
   await using server = await startRedis();
   const redis = new Redis(server.url);
   try {
     const keys = queueKeys("ackfetch");
-    const queue = new RedisQueue(redis, { keys });
+    const queue = new ShardedQueue(redis, { keys: [keys] });
     const users = [0, 1, 2, 3, 4, 5, 6].map((i) => ({
       id: `01934d5e-7b7c-7a1e-9c3f-00000000004${i}`,
       name: `user ${i}`,
       enqueued_at: 1,
     }));
     const extra = users.splice(4);
-    await queue.enqueue(100, ...users);
+    await enqueueAll(queue, users, 100);
     await queue.register("c", 60_000);
     const names = (batch: { readonly items: readonly string[] } | undefined | null) =>
       batch?.items.map((item) => JSON.parse(item).name);
@@ -220,7 +216,7 @@ Deno.test("FetchedBatch.ackAndFetch() of RedisQueue acknowledges and takes the n
     assert.equal(await redis.hget(keys.stats, "stored"), "2");
     // Pipelined: the second is acknowledged while the third (user 4, fetched
     // during its insert) is held, and the fetch takes the one after it.
-    await queue.enqueue(100, ...extra);
+    await enqueueAll(queue, extra, 100);
     const third = await queue.fetch({ consumerId: "c", max: 2, held: 2 });
     assert.deepEqual(names(third), ["user 4", "user 5"]);
     const fourth = await second.ackAndFetch({}, { max: 2, held: 2 });

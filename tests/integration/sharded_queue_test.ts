@@ -17,11 +17,11 @@ import {
   queueShards,
   readOverview,
   readQueueStats,
-  RedisQueue,
   ShardedQueue,
   type UserEnvelope,
   WriteUnconfirmedError,
 } from "@users-pipeline/queue";
+import { depthOf, enqueueAll } from "@users-pipeline/harness/queue_fill";
 import { ShardedPushes } from "@users-pipeline/server/grouped_pushes";
 import { Consumer } from "@users-pipeline/consumer/consumer";
 import { startRedis } from "@users-pipeline/harness/services";
@@ -46,7 +46,7 @@ function users(n: number, enqueuedAt = 1_000): UserEnvelope[] {
 }
 
 async function pushAll(queue: ShardedQueue, list: readonly UserEnvelope[]): Promise<void> {
-  const pushes = new ShardedPushes(queue.shards, {
+  const pushes = new ShardedPushes(queue.pushes, {
     maxLength: 1_000_000,
     shardOf: (id) => queue.shardIndexOf(id),
   });
@@ -80,7 +80,12 @@ Deno.test("ShardedQueue: each user in its id's shard, a consumer serving every s
     assert.equal(stored.size, 30);
     // Every fetch starts one shard further: the first three batches come from three shards.
     assert.deepEqual(new Set(seen.slice(0, 3)), new Set([0, 1, 2]));
-    assert.deepEqual(await queue.depth(), { queued: 0, retry: 0, dead: 0, processing: 0 });
+    assert.deepEqual(await depthOf(redis, queue.keys), {
+      queued: 0,
+      retry: 0,
+      dead: 0,
+      processing: 0,
+    });
     for (const user of list) assert.equal(await queue.indexed(user.id), undefined);
     const overview = await readOverview(redis, { keys: queue.keys });
     assert.equal(overview.stored_total, 30);
@@ -159,8 +164,8 @@ Deno.test("ShardedQueue: a recovery leaves alone a consumer registered after it 
   const redis = new Redis(server.url);
   try {
     const [keys] = queueShards("sq4", { shards: 2 });
-    const shard = new RedisQueue(redis, { keys: keys! });
-    await shard.enqueue(10, ...users(2));
+    const shard = new ShardedQueue(redis, { keys: [keys!] });
+    await enqueueAll(shard, users(2, 10));
     await shard.register("late", 60_000);
     await shard.fetch({ consumerId: "late", max: 10 });
     // Its heartbeat is gone but it was not among the members given to the script: untouched.
@@ -284,14 +289,19 @@ Deno.test("Consumer over a ShardedQueue stores every user of every shard, waking
     await waitFor("the late user stored", () => stored.has(late!.id), { timeoutMs: 3_000 });
     await consumer.stop();
     await running;
-    assert.deepEqual(await queue.depth(), { queued: 0, retry: 0, dead: 0, processing: 0 });
+    assert.deepEqual(await depthOf(redis, queue.keys), {
+      queued: 0,
+      retry: 0,
+      dead: 0,
+      processing: 0,
+    });
   } finally {
     redis.disconnect();
     blocking.disconnect();
   }
 });
 
-Deno.test("RedisQueue with waitReplicas: confirmed by a replica, or unconfirmed and kept", async () => {
+Deno.test("ShardedQueue with waitReplicas: confirmed by a replica, or unconfirmed and kept", async () => {
   await using master = await startRedis();
   await using replica = await startRedis();
   const redis = new Redis(master.url);
@@ -304,17 +314,17 @@ Deno.test("RedisQueue with waitReplicas: confirmed by a replica, or unconfirmed 
       { timeoutMs: 10_000 },
     );
     const [keys] = queueShards("sq7", { cluster: true });
-    const one = new RedisQueue(redis, { keys: keys!, waitReplicas: 1, waitTimeoutMs: 1_000 });
+    const one = new ShardedQueue(redis, { keys: [keys!], waitReplicas: 1, waitTimeoutMs: 1_000 });
     const [confirmed] = users(1);
-    assert.equal(await one.enqueueFitting([confirmed!], { maxLength: 10 }), 1);
+    assert.equal(await one.pushes[0]!.enqueueFitting([confirmed!], { maxLength: 10 }), 1);
     // Confirmed: the replica holds it the moment the push resolves.
     assert.equal(await replicaClient.llen(keys!.queue), 1);
 
     // Asking for two replicas of a master that has one: unconfirmed, but pushed.
-    const two = new RedisQueue(redis, { keys: keys!, waitReplicas: 2, waitTimeoutMs: 50 });
+    const two = new ShardedQueue(redis, { keys: [keys!], waitReplicas: 2, waitTimeoutMs: 50 });
     const [unconfirmed] = users(1);
     await assert.rejects(
-      two.enqueueFitting([unconfirmed!], { maxLength: 10 }),
+      two.pushes[0]!.enqueueFitting([unconfirmed!], { maxLength: 10 }),
       (error: unknown) => {
         assert.ok(error instanceof WriteUnconfirmedError);
         assert.equal(error.pushed, 1);
@@ -324,7 +334,7 @@ Deno.test("RedisQueue with waitReplicas: confirmed by a replica, or unconfirmed 
     );
     assert.equal(await redis.llen(keys!.queue), 2, "unconfirmed is not lost");
     // Nothing pushed (the queue is full): no confirmation needed, no error.
-    assert.equal(await two.enqueueFitting(users(1), { maxLength: 2 }), 0);
+    assert.equal(await two.pushes[0]!.enqueueFitting(users(1), { maxLength: 2 }), 0);
 
     // A fetch waits for no replica, whatever the queue asks of pushes.
     await two.register("c", 60_000);
@@ -403,7 +413,7 @@ Deno.test("ShardedQueue batches: the next batch in the acknowledgement's call wi
         assert.equal(queue.fetchesWithAck, false);
         await batch.ack({ storedIds: ids });
       }
-      assert.equal((await queue.depth()).processing, shards === 1 ? 4 : 0);
+      assert.equal((await depthOf(redis, queue.keys)).processing, shards === 1 ? 4 : 0);
       assert.equal((await readOverview(redis, { keys: queue.keys })).stored_total, 4);
       if (shards > 1) {
         // Asked for the next batch all the same, it fetches in turn: the next shard's.

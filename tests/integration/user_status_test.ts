@@ -12,7 +12,8 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { connectPostgres } from "../support/postgres_client.ts";
 import { v7 as uuidv7 } from "uuid";
-import { encodeEnvelope, queueKeys, RedisQueue, type UserEnvelope } from "@users-pipeline/queue";
+import { encodeEnvelope, queueKeys, ShardedQueue, type UserEnvelope } from "@users-pipeline/queue";
+import { depthOf, enqueueAll } from "@users-pipeline/harness/queue_fill";
 import { apiRedisOptions } from "@users-pipeline/runtime/redis_options";
 import { findUser, insertUsers, listUsers } from "@users-pipeline/schema";
 import { Consumer } from "@users-pipeline/consumer/consumer";
@@ -35,7 +36,7 @@ Deno.test("GET /users/<id>'s status goes queued → stored, queued → dead, and
   const store = new PostgresStore(connect, 10_000);
   const redis = new Redis(redisServer.url);
   const keys = queueKeys("status");
-  const queue = new RedisQueue(redis, { keys });
+  const queue = new ShardedQueue(redis, { keys: [keys] });
   const status = userStatusReader({
     indexed: (id) => queue.indexed(id),
     findUser: (id) => findUser(sql, id),
@@ -47,7 +48,7 @@ Deno.test("GET /users/<id>'s status goes queued → stored, queued → dead, and
 
     // Crashes two consumers (MAX_CRASHES=2 here), so it is buried.
     const crasher = user("Crasher");
-    await queue.enqueue(100, crasher);
+    await enqueueAll(queue, [crasher], 100);
     for (const crashed of ["crashed-1", "crashed-2"]) {
       await queue.register(crashed, 60_000);
       assert.equal((await queue.fetch({ consumerId: crashed, max: 10 })).items.length, 1);
@@ -58,7 +59,7 @@ Deno.test("GET /users/<id>'s status goes queued → stored, queued → dead, and
 
     // Taken by a consumer that crashes once: back in the retry list, still queued.
     const survivor = user("Survivor");
-    await queue.enqueue(100, survivor);
+    await enqueueAll(queue, [survivor], 100);
     await queue.register("crashed-3", 60_000);
     await queue.fetch({ consumerId: "crashed-3", max: 10 });
     assert.deepEqual(await status(survivor.id), { status: "queued", id: survivor.id });
@@ -69,7 +70,7 @@ Deno.test("GET /users/<id>'s status goes queued → stored, queued → dead, and
 
     const ada = user("Ada");
     const mallory = user("Mallory");
-    await queue.enqueue(100, ada, mallory);
+    await enqueueAll(queue, [ada, mallory], 100);
     // The course's command, without the index: consumed all the same.
     const raw = user("Raw");
     await redis.lpush(keys.queue, encodeEnvelope(raw), "{not json");
@@ -92,7 +93,7 @@ Deno.test("GET /users/<id>'s status goes queued → stored, queued → dead, and
     });
     void consumer.consume();
     await waitFor("every item to be handled", async () => {
-      const depth = await queue.depth();
+      const depth = await depthOf(redis, queue.keys);
       return depth.queued + depth.retry + depth.processing === 0;
     }, { intervalMs: 20, timeoutMs: 30_000 });
 
@@ -140,7 +141,7 @@ Deno.test("GET /users/<id> answers 503 with Retry-After and the store's code whi
   // The API's own options: a command to a stopped Redis fails at once.
   const redis = new Redis(redisServer.url, apiRedisOptions(1_000));
   redis.on("error", () => {});
-  const queue = new RedisQueue(redis, { keys: queueKeys("outage") });
+  const queue = new ShardedQueue(redis, { keys: [queueKeys("outage")] });
   const unexpected: unknown[] = [];
   const app = createApp({
     accept: () => Promise.reject(new Error("this test posts nobody")),
@@ -160,7 +161,7 @@ Deno.test("GET /users/<id> answers 503 with Retry-After and the store's code whi
     const stored = user("Stored");
     await insertUsers(sql, [stored]);
     const queued = user("Queued");
-    await queue.enqueue(100, queued);
+    await enqueueAll(queue, [queued], 100);
     assert.equal((await answer(`/users/${stored.id}`)).status, 200);
 
     await pgServer.server.stop("fast");

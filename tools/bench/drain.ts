@@ -21,7 +21,8 @@
  */
 
 import postgres from "postgres";
-import { queueKeys, RedisQueue, type UserEnvelope } from "@users-pipeline/queue";
+import { queueKeys, ShardedQueue, type UserEnvelope } from "@users-pipeline/queue";
+import { depthOf } from "@users-pipeline/harness/queue_fill";
 import { REPO_DIR } from "@users-pipeline/harness/repo";
 import { waitFor } from "@users-pipeline/harness/wait";
 import { benchPostgresOptions, type BenchServices, freshQueueName } from "./bench_services.ts";
@@ -165,7 +166,7 @@ export interface DrainReading {
  * the backlog's would date a warm-up sample in the drain's second half.
  */
 export async function readDrain(
-  queue: Pick<RedisQueue, "depth">,
+  queue: { depth(): Promise<{ queued: number; processing: number }> },
   backlog: number | undefined,
 ): Promise<DrainReading> {
   const depth = await queue.depth();
@@ -191,7 +192,9 @@ export async function timeDrain(
 ): Promise<DrainRun> {
   const name = freshQueueName("drain");
   const staging = `${name}:staging`;
-  const queue = new RedisQueue(services.redis, { keys: queueKeys(name) });
+  const keys = queueKeys(name);
+  const queue = new ShardedQueue(services.redis, { keys: [keys] });
+  const lists = { depth: () => depthOf(services.redis, keys) };
   await services.resetTable();
   const consumers = Array.from(
     { length: setup.replicas },
@@ -217,7 +220,7 @@ export async function timeDrain(
     (await readTreeCpuSeconds(consumers.map((c) => c.pid))).reduce((sum, s) => sum + s, 0);
   const drained = async () => {
     alive();
-    const reading = await readDrain(queue, setup.users);
+    const reading = await readDrain(lists, setup.users);
     taken = reading.taken;
     return reading.empty;
   };
@@ -226,18 +229,18 @@ export async function timeDrain(
     await preloadQueue(queue, warmup);
     await waitFor("the warm-up to be stored", async () => {
       alive();
-      return (await services.rowCount()) === warmup && (await readDrain(queue, undefined)).empty;
+      return (await services.rowCount()) === warmup && (await readDrain(lists, undefined)).empty;
     }, { intervalMs: 20, timeoutMs: 120_000 });
     await services.sql`checkpoint`;
     const memoryBefore = await services.redisUsedMemory();
     const preloadSeconds = await preloadQueue(
-      new RedisQueue(services.redis, { keys: queueKeys(staging) }),
+      new ShardedQueue(services.redis, { keys: [queueKeys(staging)] }),
       setup.users,
     );
     const redisBytesPerUser = ((await services.redisUsedMemory()) - memoryBefore) / setup.users;
     // The status index moves with the backlog, so the consumers keep it as they do in production.
     await services.redis.multi().rename(staging, name)
-      .rename(queueKeys(staging).queuedIds, queue.keys.queuedIds).exec();
+      .rename(queueKeys(staging).queuedIds, keys.queuedIds).exec();
     await waitFor("the first batch to be taken", async () => {
       alive();
       return (await services.redis.llen(name)) < setup.users;
@@ -261,7 +264,7 @@ export async function timeDrain(
     const seconds = (finished - started) / 1_000;
     const samples = await Promise.all(samplers.map((s) => s.stop()));
     const stored = (await services.rowCount()) - warmup;
-    const depth = await queue.depth();
+    const depth = await lists.depth();
     return {
       ...setup,
       stored,
@@ -283,9 +286,9 @@ export async function timeDrain(
     await services.redis.del(
       name,
       staging,
-      queue.keys.queuedIds,
+      keys.queuedIds,
       queueKeys(staging).queuedIds,
-      queue.keys.stats,
+      keys.stats,
     );
   }
 }

@@ -30,7 +30,8 @@
 
 import { Redis } from "ioredis";
 import postgres from "postgres";
-import { queueKeys, RedisQueue } from "@users-pipeline/queue";
+import { queueKeys, ShardedQueue } from "@users-pipeline/queue";
+import { depthOf } from "@users-pipeline/harness/queue_fill";
 import { startTestStack } from "@users-pipeline/harness/services";
 import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { benchPostgresOptions } from "./bench_services.ts";
@@ -204,7 +205,7 @@ export async function runEndToEnd(
   const redis = new Redis(env.REDIS_URL!, { maxRetriesPerRequest: 1 });
   const sql = postgres(benchPostgresOptions(env, 1));
   const queueName = env.QUEUE_NAME || "users";
-  const queue = new RedisQueue(redis, { keys: queueKeys(queueName) });
+  const queue = new ShardedQueue(redis, { keys: [queueKeys(queueName)] });
   progress.step(`stack ready at ${stack.url}`);
   const runs: RateRun[] = [];
 
@@ -274,7 +275,7 @@ export async function runEndToEnd(
     const endBacklog = await redis.llen(queueName);
     // Let the consumers finish, then read everything from the table.
     await waitFor("the backlog to drain", async () => {
-      const depth = await queue.depth();
+      const depth = await depthOf(redis, queue.keys);
       return depth.queued + depth.processing + depth.retry === 0;
     }, { intervalMs: 100, timeoutMs: 120_000 });
     const [row] = await sql<

@@ -8,7 +8,8 @@
  * @module
  */
 
-import { queueKeys, RedisQueue } from "@users-pipeline/queue";
+import { queueKeys, ShardedQueue } from "@users-pipeline/queue";
+import { depthOf, enqueueAll } from "@users-pipeline/harness/queue_fill";
 import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { type BenchServices, freshQueueName } from "./bench_services.ts";
 import { consumerEnv, startApi, startDenoProcess, taskCommand } from "./deno_task.ts";
@@ -117,7 +118,7 @@ async function overloadApi(
   generator: string,
 ): Promise<OverloadResult> {
   const name = freshQueueName("overload");
-  const queue = new RedisQueue(services.redis, { keys: queueKeys(name) });
+  const queue = new ShardedQueue(services.redis, { keys: [queueKeys(name)] });
   await services.resetTable();
   const env = services.serviceEnv({
     QUEUE_NAME: name,
@@ -137,7 +138,7 @@ async function overloadApi(
     const probe = Math.max(500, Math.min(5_000, plan.overloadMaxLength));
     const before = await services.rowCount();
     const probeStart = performance.now();
-    await queue.enqueue(100_000_000, ...benchUsers(probe));
+    await enqueueAll(queue, benchUsers(probe), 100_000_000);
     await waitFor("the probe to be stored", async () => {
       if (!consumer.process.running) throw new Error(`consumer exited:\n${consumer.output.tail()}`);
       return (await services.rowCount()) - before >= probe;
@@ -178,7 +179,7 @@ async function overloadApi(
     ) as Record<typeof API_REFUSALS[number], number>;
     await waitFor("the overload's backlog to be stored", async () => {
       if (!consumer.process.running) throw new Error(`consumer exited:\n${consumer.output.tail()}`);
-      const depth = await queue.depth();
+      const depth = await depthOf(services.redis, queue.keys);
       return depth.queued + depth.processing + depth.retry === 0;
     }, { intervalMs: 50, timeoutMs: 120_000 });
     const stored = (await services.rowCount()) - before - probe;

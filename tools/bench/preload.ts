@@ -1,7 +1,7 @@
 /**
  * Making the benchmark's users and putting them in a queue fast: envelopes
  * exactly as the API makes them (UUIDv7 ids, `enqueued_at` in milliseconds),
- * pushed through {@linkcode RedisQueue.enqueue} (the API's own script) in
+ * pushed through `enqueueAll` (the API's own script) in
  * chunks with several chunks in flight, so preloading a million takes seconds
  * rather than the hours one push per user would.
  *
@@ -9,7 +9,8 @@
  */
 
 import { v7 as uuidv7 } from "uuid";
-import type { RedisQueue, UserEnvelope } from "@users-pipeline/queue";
+import type { ShardedQueue, UserEnvelope } from "@users-pipeline/queue";
+import { enqueueAll } from "@users-pipeline/harness/queue_fill";
 
 /** `count` users named `bench user <n>`, enqueued now. */
 export function benchUsers(count: number, first = 0): UserEnvelope[] {
@@ -34,7 +35,7 @@ const NO_BOUND = 100_000_000;
 
 /** Pushes `count` fresh users onto `queue`; resolves with the seconds it took. */
 export async function preloadQueue(
-  queue: RedisQueue,
+  queue: ShardedQueue,
   count: number,
   options: PreloadOptions = {},
 ): Promise<number> {
@@ -46,7 +47,7 @@ export async function preloadQueue(
       const first = next;
       const size = Math.min(chunk, count - first);
       next += size;
-      await queue.enqueue(NO_BOUND, ...benchUsers(size, first));
+      await enqueueAll(queue, benchUsers(size, first), NO_BOUND);
     }
   };
   await Promise.all(Array.from({ length: inFlight }, worker));

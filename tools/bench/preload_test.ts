@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import {
   decodeEnvelope,
   encodeEnvelope,
-  type RedisQueue,
+  type ShardedQueue,
   type UserEnvelope,
 } from "@users-pipeline/queue";
 import { benchUsers, preloadQueue } from "./preload.ts";
@@ -17,11 +17,14 @@ Deno.test("benchUsers() makes valid, distinct envelopes", () => {
 Deno.test("preloadQueue() pushes every user once, in chunks", async () => {
   const pushes: UserEnvelope[][] = [];
   const queue = {
-    enqueue: (_max: number, ...users: UserEnvelope[]) => {
-      pushes.push(users);
-      return Promise.resolve(pushes.flat().length);
-    },
-  } as unknown as RedisQueue;
+    shardIndexOf: () => 0,
+    pushes: [{
+      enqueueFitting: (users: UserEnvelope[]) => {
+        pushes.push(users);
+        return Promise.resolve(users.length);
+      },
+    }],
+  } as unknown as ShardedQueue;
   await preloadQueue(queue, 2_500, { chunk: 1_000, inFlight: 2 });
   assert.deepEqual(pushes.map((p) => p.length).sort(), [1_000, 1_000, 500]);
   const names = new Set(pushes.flat().map((user) => user.name));
