@@ -38,7 +38,6 @@ export {
   DeadLetters,
   MAX_PAGE,
 } from "./dead_letters.ts";
-export { type Overview, readOverview } from "./overview.ts";
-export { type QueueStats, readQueueStats } from "./queue_stats.ts";
+export { type Overview, type QueueStats, readOverview, readQueueStats } from "./overview.ts";
 export { SCRIPTS_WITH_KEY_COUNT } from "./scripts.ts";
 export type { RedisClient } from "./lua_script.ts";

@@ -1,19 +1,20 @@
 /**
- * The queue at a glance, for `GET /admin/overview` and the tools built on it:
- * how many users wait where, how old the oldest is, which consumers are alive
- * and what they stored, and the dead letters by kind. Per shard, the members
- * of the consumers set and then one read-only script (`lua/overview.lua`):
- * two round trips, a consistent snapshot of the shard, and
- * cheap whatever the backlog: it reads lengths, counters and one item, never
- * the backlog itself. Over several shards (read side by side) the numbers
- * add up, the oldest age is the oldest of any shard, and each consumer (one
- * id, registered in every shard) appears once.
+ * The one read of the queue's state, and its two shapes: the overview for
+ * `GET /admin/overview`, the dashboard and the CLI, and the stats for the
+ * consumer's gauges. Per shard, the members of the consumers set and then
+ * one read-only script (`lua/overview.lua`): two round trips, a consistent
+ * snapshot of the shard, and cheap whatever the backlog: lengths, counters
+ * and the oldest item of each waiting list (the API pushes at the left and
+ * consumers take from the right, so that is `LINDEX <list> -1`). Over
+ * several shards (read side by side) the numbers add up, the oldest age is
+ * the oldest of any shard, and each consumer (one id, registered in every
+ * shard) appears once.
  *
  * @module
  */
 
 import { enqueuedAtOf } from "./envelope.ts";
-import { type QueueKeys, type ShardKeys, shardList } from "./keys.ts";
+import { type ShardKeys, shardList } from "./keys.ts";
 import { runScript } from "./lua_script.ts";
 import { OVERVIEW, type OverviewReply, type RedisClient } from "./scripts.ts";
 
@@ -51,7 +52,18 @@ export interface Overview {
   readonly stored_total: number;
 }
 
-/** Which queue {@linkcode readOverview} and `readQueueStats` read, and when. */
+/** What {@linkcode readQueueStats} returns: the numbers of the consumer's gauges. */
+export interface QueueStats {
+  readonly depth: Overview["depth"];
+  /**
+   * Seconds since the API enqueued the oldest item of each list: 0 for an
+   * empty list, `undefined` when that item is not an envelope (poison, whose
+   * age is unknown; it is dead-lettered when taken).
+   */
+  readonly oldestAgeSeconds: Readonly<Record<"queued" | "retry", number | undefined>>;
+}
+
+/** Which queue {@linkcode readOverview} and {@linkcode readQueueStats} read, and when. */
 export interface ReadQueueOptions {
   /** The queue's keys: one shard's, or every shard's. */
   readonly keys: ShardKeys;
@@ -64,30 +76,54 @@ export async function readOverview(
   redis: RedisClient,
   { keys, now = Date.now() }: ReadQueueOptions,
 ): Promise<Overview> {
-  const replies = await Promise.all(shardList(keys).map((shard) => overviewReply(redis, shard)));
+  const replies = await readShards(redis, keys);
   return mergeOverviews(replies.map((reply) => overviewFromReply(reply, now)));
 }
 
-/**
- * One shard's overview script reply, raw, for readers that shape it their
- * own way (`queue_stats.ts`): the consumers set's members first, then the
- * script, given their keys.
- */
-export async function overviewReply(redis: RedisClient, keys: QueueKeys): Promise<OverviewReply> {
-  const ids = await redis.smembers(keys.consumers);
-  return runScript(redis, {
-    script: OVERVIEW,
-    keys: {
-      queue: keys.queue,
-      retry: keys.retry,
-      dead: keys.dead,
-      consumers: keys.consumers,
-      deadCounts: keys.deadCounts,
-      stats: keys.stats,
+/** Reads the queue's depth and the age of the oldest item of each waiting list. */
+export async function readQueueStats(
+  redis: RedisClient,
+  { keys, now = Date.now() }: ReadQueueOptions,
+): Promise<QueueStats> {
+  const replies = await readShards(redis, keys);
+  // The oldest known age; unknown only when no shard has a known item waiting.
+  const oldest = (items: (string | null)[]) => {
+    const ages = items.map((item) => item === null ? 0 : ageOf(item, now));
+    const known = Math.max(0, ...ages.filter((age) => age !== undefined)) / 1_000;
+    return known === 0 && ages.includes(undefined) ? undefined : known;
+  };
+  return {
+    depth: mergeOverviews(replies.map((reply) => overviewFromReply(reply, now))).depth,
+    oldestAgeSeconds: {
+      queued: oldest(replies.map((reply) => reply[3])),
+      retry: oldest(replies.map((reply) => reply[7])),
     },
-    restKeys: ids.flatMap((id) => [keys.processingPrefix + id, keys.heartbeatPrefix + id]),
-    restArgs: ids,
-  });
+  };
+}
+
+/**
+ * Every shard's overview script reply: the consumers set's members first,
+ * then the script, given their keys.
+ */
+function readShards(redis: RedisClient, keys: ShardKeys): Promise<OverviewReply[]> {
+  return Promise.all(
+    shardList(keys).map(async (shard) => {
+      const ids = await redis.smembers(shard.consumers);
+      return runScript(redis, {
+        script: OVERVIEW,
+        keys: {
+          queue: shard.queue,
+          retry: shard.retry,
+          dead: shard.dead,
+          consumers: shard.consumers,
+          deadCounts: shard.deadCounts,
+          stats: shard.stats,
+        },
+        restKeys: ids.flatMap((id) => [shard.processingPrefix + id, shard.heartbeatPrefix + id]),
+        restArgs: ids,
+      });
+    }),
+  );
 }
 
 /** The overviews of several shards as one: sums, the oldest age, each consumer once. */
@@ -151,7 +187,7 @@ export function overviewFromReply(reply: OverviewReply, now: number): Overview {
       processing: consumerList.reduce((sum, c) => sum + c.processing, 0),
       dead,
     },
-    oldest_queued_age_ms: ageOf(oldest, now),
+    oldest_queued_age_ms: oldest === null ? null : ageOf(oldest, now) ?? null,
     consumers: consumerList,
     dead_letters_by_reason: pairs(counts),
     stored_total: pairs(stats).stored ?? 0,
@@ -165,7 +201,11 @@ function pairs(flat: readonly string[]): Record<string, number> {
   return out;
 }
 
-function ageOf(item: string | null, now: number): number | null {
-  const enqueuedAt = item === null ? undefined : enqueuedAtOf(item);
-  return enqueuedAt === undefined ? null : Math.max(0, now - enqueuedAt);
+/**
+ * Milliseconds since the API enqueued `item`, or `undefined` when it carries
+ * no `enqueued_at`. Never negative: the API's clock may run ahead of ours.
+ */
+export function ageOf(item: string, now: number): number | undefined {
+  const enqueuedAt = enqueuedAtOf(item);
+  return enqueuedAt === undefined ? undefined : Math.max(0, now - enqueuedAt);
 }

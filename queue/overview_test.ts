@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { mergeOverviews, overviewFromReply } from "./overview.ts";
+import { encodeEnvelope } from "./envelope.ts";
+import { ageOf, mergeOverviews, overviewFromReply } from "./overview.ts";
 
 Deno.test("overviewFromReply() sums the processing lists and ages the oldest item", () => {
   const overview = overviewFromReply([
@@ -56,4 +57,21 @@ Deno.test("mergeOverviews() adds the shards up and lists each consumer once", ()
     dead_letters_by_reason: { invalid_item: 6 },
     stored_total: 30,
   });
+});
+
+const ID = "01934d5e-7b7c-7a1e-9c3f-1a2b3c4d5e6f";
+
+Deno.test("ageOf() is the milliseconds since the envelope's enqueued_at", () => {
+  const item = encodeEnvelope({ id: ID, name: "Ada", enqueued_at: 10_000 });
+  assert.equal(ageOf(item, 12_500), 2_500);
+});
+
+Deno.test("ageOf() is never negative (the API's clock ahead of ours)", () => {
+  assert.equal(ageOf(encodeEnvelope({ id: ID, name: "Ada", enqueued_at: 2_000 }), 1_000), 0);
+});
+
+Deno.test("ageOf() is undefined for an item without a numeric enqueued_at", () => {
+  for (const item of ["not json", "null", "5", '{"enqueued_at":"yesterday"}', "{}"]) {
+    assert.equal(ageOf(item, 1_000), undefined, item);
+  }
 });
