@@ -70,7 +70,7 @@ export interface FetchOptions extends NextFetch {
   readonly consumerId: string;
 }
 
-/** What a fetch of one shard takes (`redis_queue.ts`). */
+/** What a fetch of one shard takes (`sharded_queue.ts`). */
 export interface ShardFetchOptions extends FetchOptions {
   /**
    * The consumer holds a batch in another shard's list (`sharded_queue.ts`),

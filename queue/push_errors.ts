@@ -6,7 +6,7 @@
  * @module
  */
 
-/** Raised by `RedisQueue.enqueue` when the queue is at its bound. */
+/** Raised by a push when the queue is at its bound. */
 export class QueueFullError extends Error {
   constructor(maxLength: number) {
     super(`Cannot enqueue: the queue holds its maximum of ${maxLength} items`);

@@ -1,31 +1,52 @@
 /**
- * The queue, the one the API and the consumer use, over all of its shards
- * (QUEUE_SHARDS, `keys.ts`): each shard's pushes (`shard_pushes.ts`) and
- * moves (`redis_queue.ts`). A user's shard is chosen by its id
- * (`shardOf`), and everything that happens to it stays there. A consumer is
- * one id registered in every shard and serves them all: each fetch starts at
- * the next shard in turn and takes the first batch it finds, so none starves;
- * each batch comes from one shard and is acknowledged there.
+ * The queue over all of its shards (QUEUE_SHARDS, `keys.ts`), the one the
+ * API and the consumer use: each shard's pushes (`shard_pushes.ts`) and the
+ * consumer's moves (register, heartbeat, fetch, acknowledge, recover, hand
+ * back), each one Lua script (`lua/`) in one shard. A user's shard is chosen
+ * by its id (`shardOf`), and everything that happens to it stays there. A
+ * consumer is one id registered in every shard and serves them all: each
+ * fetch starts at the next shard in turn, so none starves, and each batch is
+ * acknowledged in its shard. A consumer whose heartbeat expired is fenced:
+ * its moves reject with {@linkcode FencedError}.
  *
- * The batch a consumer takes ahead may come from another shard than the one
- * in hand. So a fetch tells the shard of the last batch returned how many
- * items the consumer holds, and every other shard that it holds items
- * elsewhere: no shard then hands it a recovered item, which is only ever held
- * alone. What this keeps: `docs/delivery.md#how-the-code-keeps-it`, and
- * `docs/scaling.md#shards`.
+ * A batch taken ahead may come from another shard than the one in hand, so a
+ * fetch tells the shard of the last batch how many items the consumer holds,
+ * and every other shard that it holds items elsewhere: no shard then hands
+ * it a recovered item, which is only ever held alone. What this keeps:
+ * `docs/delivery.md#how-the-code-keeps-it`, and `docs/scaling.md#shards`.
  *
  * @module
  */
 
 import calculateSlot from "cluster-key-slot";
 import { v7 as uuidv7 } from "uuid";
+import {
+  ackCall,
+  FencedError,
+  fetchCall,
+  FetchedBatch,
+  type FetchedFields,
+  type FetchOptions,
+  fieldsOfReply,
+  type ShardFetchOptions,
+} from "./batch.ts";
+import { ConfirmedWrites } from "./confirmed_write.ts";
+import type { DeadLetter } from "./dead_letters.ts";
 import type { UserEnvelope } from "./envelope.ts";
 import { type QueueKeys, shardOf } from "./keys.ts";
-import { FencedError, FetchedBatch, type FetchOptions } from "./batch.ts";
-import { ConfirmedWrites } from "./confirmed_write.ts";
-import { RedisQueue } from "./redis_queue.ts";
+import { runScript } from "./lua_script.ts";
+import {
+  ACK,
+  defineQueueScripts,
+  FETCH,
+  type FetchReply,
+  HAND_BACK,
+  HEARTBEAT,
+  RECOVER,
+  type RedisClient,
+  REGISTER,
+} from "./scripts.ts";
 import { type OnceOptions, type PushOptions, ShardPushes } from "./shard_pushes.ts";
-import type { RedisClient } from "./scripts.ts";
 
 /** Options of {@linkcode ShardedQueue}: its shards' keys and how its pushes are bounded. */
 export interface ShardedQueueOptions extends PushOptions {
@@ -33,14 +54,13 @@ export interface ShardedQueueOptions extends PushOptions {
   readonly keys: readonly QueueKeys[];
 }
 
-/** Every shard of one queue. */
+/** Every shard of one queue; `redis` may be shared by many callers. */
 export class ShardedQueue {
   /** Each shard's pushes, shard 0 first: the API groups its pushes per shard. */
   readonly pushes: readonly ShardPushes[];
-  /** Each shard's moves, shard 0 first. */
-  readonly #shards: readonly RedisQueue[];
-  /** Every shard's keys. */
+  /** Every shard's keys, shard 0 first. */
   readonly keys: readonly QueueKeys[];
+  readonly #redis: RedisClient;
   /** Where the next fetch starts. */
   #next = 0;
   /** The shard of the last non-empty batch returned: where the items a consumer holds are. */
@@ -48,6 +68,9 @@ export class ShardedQueue {
 
   constructor(redis: RedisClient, { keys, ...options }: ShardedQueueOptions) {
     if (keys.length === 0) throw new RangeError("Cannot make a queue of no shards");
+    // Before any pipeline is made from it: a pipeline knows only the scripts its client had.
+    defineQueueScripts(redis);
+    this.#redis = redis;
     this.keys = keys;
     // One set of lanes for every shard: shards on one master share its WAIT in flight.
     const confirmedWrites = options.confirmedWrites ?? new ConfirmedWrites(redis, {
@@ -57,17 +80,16 @@ export class ShardedQueue {
     this.pushes = keys.map((shard) =>
       new ShardPushes(redis, { keys: shard, ...options, confirmedWrites })
     );
-    this.#shards = keys.map((shard) => new RedisQueue(redis, shard));
   }
 
   /** The shard (its index) a user with this id belongs to. */
   shardIndexOf(id: string): number {
-    return shardOf(id, this.#shards.length);
+    return shardOf(id, this.keys.length);
   }
 
   /** The shard (its index) an `Idempotency-Key`'s record, and so its user, belongs to. */
   shardIndexOfKey(key: string): number {
-    return this.#shards.length === 1 ? 0 : calculateSlot(key) % this.#shards.length;
+    return this.keys.length === 1 ? 0 : calculateSlot(key) % this.keys.length;
   }
 
   /**
@@ -77,7 +99,7 @@ export class ShardedQueue {
    * fewest ms (less than the shard count) that land it there.
    */
   idForKey(key: string, now: number = Date.now()): string {
-    const shards = this.#shards.length;
+    const shards = this.keys.length;
     const msecs = now + (this.shardIndexOfKey(key) - (now % shards) + shards) % shards;
     return uuidv7({ msecs });
   }
@@ -94,13 +116,19 @@ export class ShardedQueue {
     }
     return this.pushes[shard]!.enqueueOnce(user, {
       ...options,
-      maxLength: Math.ceil(options.maxLength / this.#shards.length),
+      maxLength: Math.ceil(options.maxLength / this.keys.length),
     });
   }
 
   /** Registers a consumer in every shard and starts its heartbeats. */
   async register(consumerId: string, ttlMs: number): Promise<void> {
-    await Promise.all(this.#shards.map((shard) => shard.register(consumerId, ttlMs)));
+    await Promise.all(this.keys.map((keys) =>
+      runScript(this.#redis, {
+        script: REGISTER,
+        keys: { consumers: keys.consumers, heartbeat: keys.heartbeatPrefix + consumerId },
+        args: { consumerId, ttlMs },
+      })
+    ));
   }
 
   /**
@@ -108,7 +136,14 @@ export class ShardedQueue {
    * {@linkcode FencedError} when it was fenced in any.
    */
   async heartbeat(consumerId: string, ttlMs: number): Promise<void> {
-    await Promise.all(this.#shards.map((shard) => shard.heartbeat(consumerId, ttlMs)));
+    await Promise.all(this.keys.map(async (keys) => {
+      const alive = await runScript(this.#redis, {
+        script: HEARTBEAT,
+        keys: { consumers: keys.consumers, heartbeat: keys.heartbeatPrefix + consumerId },
+        args: { consumerId, ttlMs },
+      });
+      if (alive !== 1) throw new FencedError(consumerId);
+    }));
   }
 
   /**
@@ -128,7 +163,7 @@ export class ShardedQueue {
    * and the next fetch there returns it.
    */
   async fetch({ consumerId, max, held = 0 }: FetchOptions): Promise<FetchedBatch> {
-    const count = this.#shards.length;
+    const count = this.keys.length;
     const start = this.#next;
     this.#next = (start + 1) % count;
     let failure: { error: unknown } | undefined;
@@ -137,7 +172,7 @@ export class ShardedQueue {
       const holdsHere = shard === this.#holdingShard;
       let batch: FetchedBatch;
       try {
-        batch = await this.#shards[shard]!.fetch({
+        batch = await this.#fetchShard(shard, {
           consumerId,
           max,
           held: holdsHere ? held : 0,
@@ -152,11 +187,11 @@ export class ShardedQueue {
         // Taken by the next fetch, made holding nothing: start it here, so other
         // shards' backlogs never starve recovered items.
         this.#next = shard;
-        return this.#inShard(batch, shard);
+        return batch;
       }
       if (batch.items.length > 0) {
         this.#holdingShard = shard;
-        return this.#inShard(batch, shard);
+        return batch;
       }
     }
     if (failure !== undefined) throw failure.error;
@@ -173,20 +208,39 @@ export class ShardedQueue {
    * keeps every shard's turn.
    */
   get fetchesWithAck(): boolean {
-    return this.#shards.length === 1;
+    return this.keys.length === 1;
   }
 
-  /** `batch`, taken from shard `shard`, acknowledged there. */
-  #inShard(batch: FetchedBatch, shard: number): FetchedBatch {
-    const { items, fromRetry, suspectWaiting, consumerId } = batch;
-    return new FetchedBatch({ items, fromRetry, suspectWaiting, consumerId, shard }, {
-      ack: (outcome) => batch.ack(outcome),
+  /** One shard's fetch (`lua/fetch.lua`). */
+  async #fetchShard(shard: number, options: ShardFetchOptions): Promise<FetchedBatch> {
+    const call = fetchCall(this.keys[shard]!, options);
+    const reply = await runScript(this.#redis, { script: FETCH, ...call });
+    return this.#inShard(fieldsOfReply(reply, options.consumerId), shard);
+  }
+
+  /** A batch taken from shard `shard`, acknowledged there (`lua/ack.lua`). */
+  #inShard(fields: FetchedFields, shard: number): FetchedBatch {
+    const keys = this.keys[shard]!;
+    const batch: FetchedBatch = new FetchedBatch({ ...fields, shard }, {
+      ack: async (outcome) => {
+        const reply = await runScript(this.#redis, {
+          script: ACK,
+          ...ackCall(keys, { batch, outcome }),
+        });
+        if (reply !== 1) throw new FencedError(batch.consumerId);
+      },
       ackAndFetch: async (outcome, next) => {
-        if (this.fetchesWithAck) return this.#inShard(await batch.ackAndFetch(outcome, next), 0);
-        await batch.ack(outcome);
-        return this.fetch({ consumerId, ...next });
+        if (!this.fetchesWithAck) {
+          await batch.ack(outcome);
+          return this.fetch({ consumerId: batch.consumerId, ...next });
+        }
+        const call = ackCall(keys, { batch, outcome, next });
+        const reply = await runScript(this.#redis, { script: ACK, ...call });
+        if (reply === 0) throw new FencedError(batch.consumerId);
+        return this.#inShard(fieldsOfReply(reply as FetchReply, batch.consumerId), shard);
       },
     });
+    return batch;
   }
 
   /**
@@ -194,11 +248,31 @@ export class ShardedQueue {
    * found dead in one shard (each consumer is registered in every shard).
    */
   async recover(maxCrashes: number, now: Date = new Date()) {
-    const results = await Promise.all(this.#shards.map((shard) => shard.recover(maxCrashes, now)));
+    const results = await Promise.all(this.keys.map(async (keys) => {
+      // The registered consumers first: the script is passed their keys (`lua/recover.lua`).
+      const ids = await this.#redis.smembers(keys.consumers);
+      if (ids.length === 0) return [0, 0, 0] as const;
+      return runScript(this.#redis, {
+        script: RECOVER,
+        keys: {
+          consumers: keys.consumers,
+          retry: keys.retry,
+          dead: keys.dead,
+          deliveries: keys.deliveries,
+          queuedIds: keys.queuedIds,
+          deadIds: keys.deadIds,
+          deadCounts: keys.deadCounts,
+          stats: keys.stats,
+        },
+        args: { maxCrashes, now: now.toISOString() },
+        restKeys: ids.flatMap((id) => [keys.processingPrefix + id, keys.heartbeatPrefix + id]),
+        restArgs: ids,
+      });
+    }));
     return {
-      recovered: results.reduce((sum, r) => sum + r.recovered, 0),
-      buried: results.reduce((sum, r) => sum + r.buried, 0),
-      consumers: Math.max(...results.map((r) => r.consumers)),
+      recovered: results.reduce((sum, [recovered]) => sum + recovered, 0),
+      buried: results.reduce((sum, [, buried]) => sum + buried, 0),
+      consumers: Math.max(...results.map(([, , consumers]) => consumers)),
     };
   }
 
@@ -208,16 +282,39 @@ export class ShardedQueue {
    * heartbeat expires), after trying them all.
    */
   async handBack(consumerId: string): Promise<number> {
-    const results = await Promise.allSettled(
-      this.#shards.map((shard) => shard.handBack(consumerId)),
-    );
+    const results = await Promise.allSettled(this.keys.map((keys) =>
+      runScript(this.#redis, {
+        script: HAND_BACK,
+        keys: {
+          consumers: keys.consumers,
+          heartbeat: keys.heartbeatPrefix + consumerId,
+          processing: keys.processingPrefix + consumerId,
+          queue: keys.queue,
+          deliveries: keys.deliveries,
+          stats: keys.stats,
+        },
+        args: { consumerId },
+      })
+    ));
     const failed = results.find((result) => result.status === "rejected");
     if (failed !== undefined) throw failed.reason;
     return results.reduce((sum, r) => sum + (r.status === "fulfilled" ? r.value : 0), 0);
   }
 
-  /** The user's entry in the status index of its shard (see `RedisQueue.indexed`). */
-  indexed(id: string): ReturnType<RedisQueue["indexed"]> {
-    return this.#shards[this.shardIndexOf(id)]!.indexed(id);
+  /**
+   * The user's entry in the status index of its shard: `"queued"`, its dead
+   * letter, or undefined when the id is not there (stored, never accepted,
+   * or purged).
+   */
+  async indexed(id: string): Promise<"queued" | DeadLetter | undefined> {
+    const keys = this.keys[this.shardIndexOf(id)]!;
+    // One MULTI, so both are read at one instant: read apart, a requeue in
+    // between could make a dead user look absent from both.
+    const [[, queued], [, dead]] = (await this.#redis.multi()
+      .sismember(keys.queuedIds, id)
+      .hget(keys.deadIds, id)
+      .exec()) as [[null, number], [null, string | null]];
+    if (queued === 1) return "queued";
+    return dead === null ? undefined : JSON.parse(dead) as DeadLetter;
   }
 }

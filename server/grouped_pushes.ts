@@ -25,7 +25,7 @@ import { setImmediate } from "node:timers";
 import { after, type Clock, systemClock } from "@users-pipeline/runtime/clock";
 import { QueueFullError, type UserEnvelope, WriteUnconfirmedError } from "@users-pipeline/queue";
 
-/** What the grouping needs from the queue; `RedisQueue` provides it. */
+/** What the grouping needs from the queue; `ShardPushes` provides it. */
 export interface FittingQueue {
   enqueueFitting(
     users: readonly UserEnvelope[],

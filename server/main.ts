@@ -15,7 +15,7 @@
  * With REDIS_CLUSTER_NODES it talks to a Redis Cluster instead of REDIS_URL;
  * with QUEUE_SHARDS > 1 it spreads the users over that many lists by id; with
  * REDIS_WAIT_REPLICAS > 0 it answers 202 only once that many replicas
- * confirmed the push (`queue_accept.ts`, `queue/redis_queue.ts`).
+ * confirmed the push (`queue_accept.ts`, `queue/shard_pushes.ts`).
  *
  * Reads env: PORT, BODY_LIMIT_BYTES, IDEMPOTENCY_TTL_SECONDS, REDIS_URL,
  * REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS, REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT_MS,

@@ -52,7 +52,7 @@ export const userStatus = z.discriminatedUnion("status", [
 /** What `GET /users/<id>` answers with 200 (see {@linkcode userStatus}). */
 export type UserStatus = Readonly<z.infer<typeof userStatus>>;
 
-/** Where a status is read from; `RedisQueue.indexed` and `findUser` provide them. */
+/** Where a status is read from; `ShardedQueue.indexed` and `findUser` provide them. */
 export interface StatusSources {
   /** The id's index entry, or undefined when it has none (absent: no index, the table alone says). */
   readonly indexed?: (id: string) => Promise<"queued" | DeadLetter | undefined>;

@@ -495,7 +495,7 @@ function drainSection(results: BenchResults): string {
   return [
     `Each drain: the table truncated, the consumers started (\`deno.json\`'s consumer task with \`CONSUMER_MODE\`/\`BATCH_SIZE\`) and warmed up on a few thousand users (connected, statement prepared, code compiled), the table checkpointed, then ${
       formatCount(drain.plan.users)
-    } users pushed to a staging list (RedisQueue.enqueue, 1000 per push) and RENAMEd onto the queue in one step. Timed from the first batch taken until the queue and every processing list are empty (the last batch committed and acknowledged); then the users stored and dead-lettered are counted (a check: every user stored, none dead-lettered). Single mode drains a smaller backlog of ${
+    } users pushed to a staging list (the API's push script, 1000 per push) and RENAMEd onto the queue in one step. Timed from the first batch taken until the queue and every processing list are empty (the last batch committed and acknowledged); then the users stored and dead-lettered are counted (a check: every user stored, none dead-lettered). Single mode drains a smaller backlog of ${
       formatCount(drain.plan.singleUsers)
     } users (one row per round trip); rows/s is comparable. The drain floor inserts the same number of rows from memory, ${
       drain.floors[0]?.batch ?? FLOOR_BATCH
