@@ -125,10 +125,8 @@ export function checkResults(results: BenchResults): Check[] {
     // The ladder's top rung is the ceiling, rounded as the ladder rounds it.
     const ceilingRate = ladderRates(endToEnd.ceiling, [1])[0]!;
     const boundMs = endToEnd.redisTimeoutMs + ANSWER_SLACK_MS;
-    const lowest = endToEnd.runs.reduce<RateRun | undefined>(
-      (low, run) => low === undefined || run.offered < low.offered ? run : low,
-      undefined,
-    );
+    // The runs follow the ladder, lowest rate first.
+    const lowest = endToEnd.runs[0];
     for (const run of endToEnd.runs) {
       const belowCeiling = run.offered < ceilingRate;
       checks.push({
