@@ -101,9 +101,11 @@ export class ProcessRoster implements AsyncDisposable {
       if (status === undefined) {
         return `${process.name} still runs ${limitMs / 1000} s after SIGTERM`;
       }
-      return status.code === 0
-        ? undefined
-        : `${process.name} exited ${status.code} (${status.signal})`;
+      if (status.code === 0) return undefined;
+      // Its own error records first: the head of a failure is what a summary shows.
+      const errors = process.output.filter((line) => line.includes('"level":"error"')).slice(-3);
+      return `${process.name} exited ${status.code} (${status.signal})` +
+        errors.map((line) => `\n  ${line}`).join("");
     }));
     return failures.filter((failure) => failure !== undefined);
   }

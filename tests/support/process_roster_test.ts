@@ -2,12 +2,22 @@ import assert from "node:assert/strict";
 import { type Member, ProcessRoster, processTree, within } from "./process_roster.ts";
 
 /** A member whose end the test decides: `end(code)` settles its status. */
-function fakeMember(name: string, onSignal: (signal: Deno.Signal) => void = () => {}) {
+function fakeMember(
+  name: string,
+  onSignal: (signal: Deno.Signal) => void = () => {},
+  output: string[] = [],
+) {
   let end = (_code: number) => {};
   const status = new Promise<Deno.CommandStatus>((resolve) => {
     end = (code) => resolve({ success: code === 0, code, signal: null });
   });
-  const member: Member = { name, output: [`${name} line`], status, signal: onSignal, kill() {} };
+  const member: Member = {
+    name,
+    output: [`${name} line`, ...output],
+    status,
+    signal: onSignal,
+    kill() {},
+  };
   return { member, end: (code: number) => end(code) };
 }
 
@@ -33,11 +43,15 @@ Deno.test("ProcessRoster names its members apart and sees who ended by themselve
 Deno.test("ProcessRoster.stopRunning() reports a bad exit and one still running", async () => {
   await using roster = new ProcessRoster();
   const clean = fakeMember("clean", () => clean.end(0));
-  const failing = fakeMember("failing", () => failing.end(3));
+  const error = '{"level":"error","event":"leaked_handle"}';
+  const failing = fakeMember("failing", () => failing.end(3), [
+    error,
+    '{"level":"info","event":"stopped"}',
+  ]);
   const stuck = fakeMember("stuck");
   for (const fake of [clean, failing, stuck]) roster.add(fake, fake.member);
   assert.deepEqual(await roster.stopRunning(50), [
-    "failing exited 3 (null)",
+    `failing exited 3 (null)\n  ${error}`,
     "stuck still runs 0.05 s after SIGTERM",
   ]);
   stuck.end(0);
