@@ -1,5 +1,5 @@
 /**
- * Checks compose.yaml, the Dockerfiles and the Traefik configuration without a Docker engine:
+ * Checks compose.yaml, the Dockerfile and the Traefik configuration without a Docker engine:
  * the compose CLI resolves the file (`docker-compose config`), as the docker CLI does for Swarm
  * (`docker stack config`), and the assertions pin what the containers share with the native
  * processes of the test harness (the same deno tasks, hence the same entrypoints and permission
@@ -55,7 +55,7 @@ interface Dependency {
 
 interface Service {
   image?: string;
-  build?: { context: string; dockerfile?: string };
+  build?: { context: string; dockerfile?: string; target?: string };
   command?: string[] | null;
   entrypoint?: string[] | null;
   working_dir?: string;
@@ -166,31 +166,54 @@ async function service(name: string): Promise<Service> {
   return found;
 }
 
+/** deno.json's tasks by name, each as its command line (a task may be `{ description, command }`). */
 async function denoTasks(): Promise<Record<string, string>> {
-  const denoJson = JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json")));
-  return denoJson.tasks;
+  const { tasks } = JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json")));
+  for (const name in tasks) tasks[name] = tasks[name].command ?? tasks[name];
+  return tasks;
 }
 
-/** The exec-form CMD of a Dockerfile, e.g. ["task", "server"]. */
-function dockerfileCmd(dockerfile: string): string[] {
+/**
+ * The instructions that build a service's image: its Dockerfile target's, after those of the
+ * stages it builds FROM.
+ */
+async function imageInstructions(name: string): Promise<string> {
+  const { context, dockerfile, target } = (await service(name)).build ?? {};
+  assert.ok(context && dockerfile && target, `${name} is not built from a Dockerfile target`);
   // An instruction may go on over lines ending in a backslash.
-  const lines = dockerfile.replace(/\\\n/g, " ").split("\n").filter((line) => /^CMD\s/.test(line));
+  const stages = new Map(
+    (await Deno.readTextFile(join(context, dockerfile))).replace(/\\\n/g, " ")
+      .split(/^(?=FROM\s)/m).map((text) => [text.match(/^FROM\s+\S+\s+AS\s+(\S+)/i)?.[1], text]),
+  );
+  assert.ok(stages.has(target), `${dockerfile} has no stage ${target}`);
+  let instructions = "";
+  for (let stage = target; stages.has(stage);) {
+    instructions = stages.get(stage) + instructions;
+    stage = stages.get(stage)!.match(/^FROM\s+(\S+)/)![1]!;
+  }
+  return instructions;
+}
+
+/** The exec-form CMD of an image's instructions, e.g. ["deno", "run", …]. */
+function imageCmd(instructions: string): string[] {
+  const lines = instructions.split("\n").filter((line) => /^CMD\s/.test(line));
   assert.equal(lines.length, 1, "expected exactly one CMD line");
   const cmd = JSON.parse(lines[0]!.replace(/^CMD\s+/, ""));
   assert.ok(Array.isArray(cmd), `CMD must be in exec form: ${lines[0]}`);
   return cmd;
 }
 
-/** The files after `deno install --frozen --entrypoint` in a Dockerfile. */
-function cachedEntrypoints(dockerfile: string): string[] {
-  const match = dockerfile.match(/deno install --frozen --entrypoint ([^\n]+)/);
-  assert.ok(match, "expected a `RUN deno install --frozen --entrypoint ...` line");
-  return match[1]!.trim().split(/\s+/);
+/** The files after `deno install --frozen --entrypoint` in an image's instructions. */
+function cachedEntrypoints(instructions: string): string[] {
+  const installs = [...instructions.matchAll(/^RUN deno install --frozen --entrypoint ([^\n]+)/gm)];
+  // One install, so its list is everything the image caches.
+  assert.equal(installs.length, 1, "expected one `RUN deno install --frozen --entrypoint ...`");
+  return installs[0]![1]!.trim().split(/\s+/);
 }
 
-/** The sources of the Dockerfile's COPY lines, without a trailing slash: ["deno.json", "queue"]. */
-function copiedSources(dockerfile: string): string[] {
-  return dockerfile
+/** The sources of an image's COPY lines, without a trailing slash: ["deno.json", "queue"]. */
+function copiedSources(instructions: string): string[] {
+  return instructions
     .split("\n")
     .filter((line) => /^COPY\s/.test(line))
     .flatMap((line) => line.trim().split(/\s+/).slice(1, -1))
@@ -198,11 +221,25 @@ function copiedSources(dockerfile: string): string[] {
     .map((source) => source.replace(/\/$/, ""));
 }
 
+/** The file each workspace export names: "@users-pipeline/queue/scripts" → /…/queue/scripts.ts. */
+async function workspaceExports(): Promise<Map<string, string>> {
+  const exports = new Map<string, string>();
+  for (const member of JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json"))).workspace) {
+    const manifest = JSON.parse(await Deno.readTextFile(join(ROOT, member, "deno.json")));
+    for (const [path, file] of Object.entries<string>(manifest.exports ?? {})) {
+      exports.set(join(manifest.name, path), join(ROOT, member, file));
+    }
+  }
+  return exports;
+}
+
 /**
  * The top-level folders of the repo that a script needs at run time: those of every local module
- * it imports, followed transitively, and those its task may read (`--allow-read=a,b`).
+ * it imports, by a relative path or a workspace member's name, followed transitively, and those
+ * its task may read (`--allow-read=a,b`).
  */
 async function foldersNeeded(task: string): Promise<Set<string>> {
+  const exports = await workspaceExports();
   const files = new Set<string>();
   const pending = [join(ROOT, scriptOf(task))];
   while (pending.length > 0) {
@@ -210,8 +247,9 @@ async function foldersNeeded(task: string): Promise<Set<string>> {
     if (files.has(file)) continue;
     files.add(file);
     const source = await Deno.readTextFile(file);
-    for (const match of source.matchAll(/(?:from|import)\s*\(?\s*["'](\.{1,2}\/[^"']+)["']/g)) {
-      pending.push(join(dirname(file), match[1]!));
+    for (const [, specifier] of source.matchAll(/(?:from|import)\s*\(?\s*["']([^"']+)["']/g)) {
+      if (/^\.{1,2}\//.test(specifier!)) pending.push(join(dirname(file), specifier!));
+      else if (exports.has(specifier!)) pending.push(exports.get(specifier!)!);
     }
   }
   const folders = new Set([...files].map((file) => relative(ROOT, file).split("/")[0]!));
@@ -539,15 +577,14 @@ Deno.test(
     };
     for (const name of DENO_SERVICES) {
       const built = await service(name);
-      assert.ok(built.build?.dockerfile, `${name} is not built from a Dockerfile`);
-      const dockerfile = await Deno.readTextFile(join(built.build.context, built.build.dockerfile));
-      const cmdTask = taskOf(dockerfileCmd(dockerfile), tasks);
+      const instructions = await imageInstructions(name);
+      const cmdTask = taskOf(imageCmd(instructions), tasks);
       if (name in expectedCmd) assert.equal(cmdTask, expectedCmd[name], `${name} CMD`);
       const task = built.command ? taskOf(built.command, tasks) : cmdTask;
       assert.ok(tasks[task], `${name} runs the ${task} task, which deno.json does not define`);
       assert.ok(
-        cachedEntrypoints(dockerfile).includes(scriptOf(tasks[task])),
-        `${built.build.dockerfile} does not cache ${scriptOf(tasks[task])}`,
+        cachedEntrypoints(instructions).includes(scriptOf(tasks[task])),
+        `${name}'s image does not cache ${scriptOf(tasks[task])}`,
       );
     }
   },
@@ -556,16 +593,14 @@ Deno.test(
 Deno.test("each image copies every repo folder its tasks import from or read", async () => {
   const tasks = await denoTasks();
   for (const name of DENO_SERVICES) {
-    const built = await service(name);
-    assert.ok(built.build?.dockerfile, `${name} is not built from a Dockerfile`);
-    const dockerfile = await Deno.readTextFile(join(built.build.context, built.build.dockerfile));
-    const task = taskOf(built.command ?? dockerfileCmd(dockerfile), tasks);
+    const instructions = await imageInstructions(name);
+    const task = taskOf((await service(name)).command ?? imageCmd(instructions), tasks);
     assert.ok(tasks[task], `deno.json has no task ${task}`);
-    const copied = copiedSources(dockerfile);
+    const copied = copiedSources(instructions);
     for (const folder of await foldersNeeded(tasks[task])) {
       assert.ok(
         copied.includes(folder),
-        `${built.build.dockerfile} does not COPY ${folder}/, which deno task ${task} needs`,
+        `${name}'s image does not COPY ${folder}/, which deno task ${task} needs`,
       );
     }
   }
