@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds, under the exact tags compose.yaml and the Dockerfiles name, local stand-ins for the base
+# Builds, under the exact tags compose.yaml and the Dockerfile name, local stand-ins for the base
 # images no registry can give us here: denoland/deno:2.9.6, redis:7.0, postgres:17, traefik:v3.6,
 # prom/prometheus:v2.42.0 and grafana/k6:1.8.1. Each is the real program on a Debian root
 # filesystem made by mmdebstrap from the machine's apt mirror (bookworm; trixie for PostgreSQL
@@ -7,7 +7,7 @@
 # (`./stack images`, and the compose tests); runnable alone: tools/images/build.sh.
 #
 # Every image is labelled with a hash of what it was built from, and rebuilt only when that
-# changes, so a second run costs seconds. compose.yaml and the project's Dockerfiles never change
+# changes, so a second run costs seconds. compose.yaml and the project's Dockerfile never change
 # to suit these images: they are only test infrastructure.
 
 IMAGES_DIR="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")"
