@@ -102,8 +102,10 @@ export class ProcessRoster implements AsyncDisposable {
         return `${process.name} still runs ${limitMs / 1000} s after SIGTERM`;
       }
       if (status.code === 0) return undefined;
-      // Its own error records first: the head of a failure is what a summary shows.
-      const errors = process.output.filter((line) => line.includes('"level":"error"')).slice(-3);
+      // Its own error records (and Deno's own `error: Uncaught …` on stderr) first: the head of
+      // a failure is what a summary shows.
+      const errors = process.output.filter((line) => /"level":"error"|^error: /.test(line))
+        .slice(-3);
       return `${process.name} exited ${status.code} (${status.signal})` +
         errors.map((line) => `\n  ${line}`).join("");
     }));
