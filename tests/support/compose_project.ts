@@ -101,6 +101,38 @@ export function ok(what: string, result: CommandResult): CommandResult {
   return result;
 }
 
+/** POSTs one user to `url` the way the course's curl does (form content type, JSON body). */
+export async function curlPost(
+  url: string,
+  name: string,
+): Promise<{ status: number; body: string; headers: string }> {
+  const result = ok(
+    "curl",
+    await run("curl", [
+      "-sS",
+      "-D",
+      "-",
+      "-o",
+      "-",
+      "-X",
+      "POST",
+      "-d",
+      JSON.stringify({ name }),
+      `${url}/users`,
+    ]),
+  );
+  const [headers = "", body = ""] = result.stdout.split("\r\n\r\n");
+  const status = Number(headers.match(/^HTTP\/[\d.]+ (\d{3})/)?.[1] ?? 0);
+  return { status, body, headers };
+}
+
+/** The accounting line of a load: what the clients were told against what was stored. */
+export function accounting(outcomes: readonly Outcome[], stored: number): string {
+  const count = (kind: Outcome["kind"]) => outcomes.filter((o) => o.kind === kind).length;
+  return `${outcomes.length} sent, ${count("accepted")} accepted, ${count("rejected")} × 503 ` +
+    `with Retry-After, ${count("indeterminate")} indeterminate, ${stored} rows`;
+}
+
 /** Options of {@linkcode ComposeProject}. */
 export interface ComposeProjectOptions {
   /** The host port Prometheus is published on. @default a free port */
@@ -406,6 +438,35 @@ export class ComposeProject {
       ]),
     );
   }
+}
+
+/**
+ * `docker compose up <args>` of `project`, once for the test file whose tests share it: the first
+ * test that awaits the returned function brings the project up, every later one gets the same
+ * result. When no engine answers or up fails, every test that needs the project fails at once
+ * with the reason instead of timing out (none skips).
+ */
+export function upOnce(
+  project: ComposeProject,
+  args: readonly string[],
+): () => Promise<CommandResult> {
+  let up: Promise<CommandResult> | undefined;
+  return () =>
+    up ??= (async () => {
+      const engine = await run("docker", ["info", "--format", "{{.ServerVersion}}"]);
+      if (engine.code !== 0) {
+        throw new Error(
+          `the stack did not come up: no Docker engine answers: ${engine.stderr.trim()}`,
+        );
+      }
+      const result = await project.compose(["up", ...args]);
+      if (result.code !== 0) {
+        throw new Error(
+          `the stack did not come up: up exited ${result.code}:\n${result.stderr.slice(-4_000)}`,
+        );
+      }
+      return result;
+    })();
 }
 
 /**
