@@ -3,15 +3,29 @@
  * PostgreSQL (the native stack): every answer of the contract with the rows it leaves, checked by
  * id — 202 in order, the precise 4xx that queues nothing, 207 when one shard is full with its
  * refused items settled by `GET /users/{id}`, 503 when every shard is, and a keyed batch retried
- * (same ids, each user stored once) standalone and with QUEUE_SHARDS=3.
+ * (same ids, each user stored once) standalone and with QUEUE_SHARDS=3. First, the queue's batch
+ * pushes against a real Redis: each shard's users all or none, and a keyed batch's record.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import { queueShards, shardOf } from "@users-pipeline/queue";
-import { startTestStack, type TestStack, withStackOutput } from "@users-pipeline/harness/services";
+import {
+  IdempotencyConflictError,
+  QueueFullError,
+  queueShards,
+  ShardedQueue,
+  shardOf,
+  type UserEnvelope,
+  WriteUnconfirmedError,
+} from "@users-pipeline/queue";
+import {
+  startRedis,
+  startTestStack,
+  type TestStack,
+  withStackOutput,
+} from "@users-pipeline/harness/services";
 import { waitFor } from "@users-pipeline/harness/wait";
 import { connectPostgres } from "../support/postgres_client.ts";
 
@@ -120,6 +134,117 @@ function chunkedBody(bytes: number): ReadableStream<Uint8Array> {
     },
   });
 }
+
+/** `count` users with ids in `shard` of `shards` (a UUIDv7's shard is its millisecond). */
+function usersIn(shard: number, shards: number, count: number, prefix: string): UserEnvelope[] {
+  return Array.from({ length: count }, (_, i) => {
+    const at = 1_800_000_000_000 + shard + shards * i;
+    const hex = at.toString(16).padStart(12, "0");
+    const id = `${hex.slice(0, 8)}-${hex.slice(8)}-7000-8000-${String(i).padStart(12, "0")}`;
+    return { id, name: `${prefix} ${i}`, enqueued_at: at };
+  });
+}
+
+Deno.test("ShardedQueue.enqueueBatch() pushes each shard's users in one call, all or none: a shard with room for some takes none", async () => {
+  await using server = await startRedis();
+  const redis = new Redis(server.url);
+  const queue = new ShardedQueue(redis, { keys: queueShards("bulk-whole", { shards: 2 }) });
+  try {
+    // Shard 0 has room for 2 of its 3 users (share 5, 3 queued); shard 1 room for all.
+    await fill(redis, queue.keys[0]!.queue, 3);
+    const [a, b] = [usersIn(0, 2, 3, "zero"), usersIn(1, 2, 2, "one")];
+    const batch = [a[0]!, b[0]!, a[1]!, b[1]!, a[2]!];
+    const outcomes = await queue.enqueueBatch(batch, { maxLength: 10 });
+    assert.deepEqual(
+      outcomes.map((outcome) => outcome instanceof QueueFullError ? "full" : outcome),
+      ["full", undefined, "full", undefined, "full"],
+    );
+    assert.equal(await redis.llen(queue.keys[0]!.queue), 3, "none of shard 0's users pushed");
+    assert.deepEqual(
+      await redis.lrange(queue.keys[1]!.queue, 0, -1),
+      b.map((user) => JSON.stringify(user)).toReversed(),
+      "shard 1's, in order",
+    );
+    assert.equal(await redis.sismember(queue.keys[0]!.queuedIds, a[0]!.id), 0);
+    assert.equal(await queue.indexed(b[1]!.id), "queued");
+    // The bound is the shard's: its 2 users fit.
+    assert.deepEqual(await queue.enqueueBatch(a.slice(0, 2), { maxLength: 10 }), [
+      undefined,
+      undefined,
+    ]);
+  } finally {
+    redis.disconnect();
+  }
+});
+
+Deno.test("ShardedQueue.enqueueBatchOnce() queues a keyed batch in one step with its record: a retry answers its ids and pushes nothing", async () => {
+  await using server = await startRedis();
+  const redis = new Redis(server.url);
+  const queue = new ShardedQueue(redis, { keys: queueShards("bulk-once", { shards: 3 }) });
+  const confirmed = new ShardedQueue(redis, {
+    keys: queueShards("bulk-once", { shards: 3 }),
+    waitReplicas: 1,
+    waitTimeoutMs: 20,
+  });
+  const batchFor = (key: string, names: readonly string[]) =>
+    names.map((name) => ({ id: queue.idForKey(key), name, enqueued_at: Date.now() }));
+  const options = (key: string) => ({ key, maxLength: 30, ttlSeconds: 60 });
+  const depth = async () =>
+    (await Promise.all(queue.keys.map((keys) => redis.llen(keys.queue)))).reduce((a, b) => a + b);
+  try {
+    const users = batchFor("k", ["Ada", "Grace", "Lin"]);
+    const shard = queue.shardIndexOfKey("k");
+    assert.deepEqual(await queue.enqueueBatchOnce(users, options("k")), users.map((u) => u.id));
+    assert.equal(await redis.llen(queue.keys[shard]!.queue), 3, "all in the key's shard");
+    const retry = batchFor("k", ["Ada", "Grace", "Lin"]);
+    assert.deepEqual(await queue.enqueueBatchOnce(retry, options("k")), users.map((u) => u.id));
+    assert.equal(await depth(), 3, "the retry pushed nothing");
+    await assert.rejects(
+      queue.enqueueBatchOnce(batchFor("k", ["Ada", "Grace"]), options("k")),
+      (error) => error instanceof IdempotencyConflictError && error.id === users[0]!.id,
+    );
+    // A single POST /users with the key of a batch is another request: a conflict.
+    await assert.rejects(
+      queue.enqueueOnce(batchFor("k", ["Ada"])[0]!, options("k")),
+      IdempotencyConflictError,
+    );
+    // A batch of one and a single user share a record: the same request.
+    const single = batchFor("s", ["Ada"])[0]!;
+    assert.equal(await queue.enqueueOnce(single, options("s")), single.id);
+    assert.deepEqual(await queue.enqueueBatchOnce(batchFor("s", ["Ada"]), options("s")), [
+      single.id,
+    ]);
+    // All or none under the key's shard's share (10): 11 users do not fit, and leave no record.
+    const many = batchFor("m", Array.from({ length: 11 }, (_, i) => `m${i}`));
+    await assert.rejects(queue.enqueueBatchOnce(many, options("m")), QueueFullError);
+    assert.equal(
+      await redis.exists(queue.keys[queue.shardIndexOfKey("m")]!.idempotencyPrefix + "m"),
+      0,
+    );
+    assert.equal(await depth(), 4);
+    // Unconfirmed (no replica to confirm): pushed, and the error names every id, then the
+    // retry names the same ids.
+    const pending = batchFor("w", ["x", "y"]);
+    await assert.rejects(
+      confirmed.enqueueBatchOnce(pending, options("w")),
+      (error) =>
+        error instanceof WriteUnconfirmedError &&
+        JSON.stringify(error.queuedAsAll) === JSON.stringify(pending.map((u) => u.id)),
+    );
+    await assert.rejects(
+      confirmed.enqueueBatchOnce(batchFor("w", ["x", "y"]), options("w")),
+      (error) =>
+        error instanceof WriteUnconfirmedError && error.pushed === 0 &&
+        JSON.stringify(error.queuedAsAll) === JSON.stringify(pending.map((u) => u.id)),
+    );
+    assert.equal(await depth(), 6);
+    // An id outside the key's shard is a bug of the caller's.
+    const stray = usersIn((queue.shardIndexOfKey("z") + 1) % 3, 3, 1, "stray");
+    assert.throws(() => queue.enqueueBatchOnce(stray, options("z")), RangeError);
+  } finally {
+    redis.disconnect();
+  }
+});
 
 Deno.test("POST /users/batch queues a batch whole and stores each user once by id, refuses bad input with a precise 4xx that queues nothing, and replays a keyed batch", async () => {
   await using test = await startTestStack({ servers: 1, consumers: 1 });
