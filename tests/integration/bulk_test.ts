@@ -135,6 +135,60 @@ function chunkedBody(bytes: number): ReadableStream<Uint8Array> {
   });
 }
 
+/**
+ * Runs each curl example of docs/api.md's `POST /users/batch` section against `url` (for
+ * `localhost:8000`), and checks its answer against the comment under it: `# <status> …`, with the
+ * `"code"` it names, `Idempotent-Replayed: true` when it says so, and "the same ids" as the
+ * answer before.
+ */
+async function runDocExamples(url: string): Promise<void> {
+  const text = await Deno.readTextFile(new URL("../../docs/api.md", import.meta.url));
+  const section = text.split(/^## /m).find((part) => part.startsWith("POST /users/batch\n"));
+  assert.ok(section, "docs/api.md has a POST /users/batch section");
+  const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!);
+  const host = new URL(url).host;
+  const out = await Deno.makeTempFile();
+  let examples = 0;
+  let previous = "";
+  try {
+    for (const block of blocks) {
+      let command = "";
+      for (const line of block.split("\n")) {
+        if (!line.startsWith("# ")) {
+          command += `${line}\n`;
+          continue;
+        }
+        const expected = line.slice(2);
+        const run = await new Deno.Command("bash", {
+          args: [
+            "-c",
+            `${command.trim().replaceAll("localhost:8000", host)} -s -o ${out} -w '%{http_code}'`,
+          ],
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+        const status = new TextDecoder().decode(run.stdout);
+        const body = await Deno.readTextFile(out);
+        const what = `${command.trim()}\n  expected: ${expected}\n  got ${status}: ${body}`;
+        assert.equal(status, expected.slice(0, 3), what);
+        const code = /"code":"(\w+)"/.exec(expected)?.[1];
+        if (code !== undefined) assert.match(body, new RegExp(`"code":"${code}"`), what);
+        if (expected.includes("Idempotent-Replayed: true")) {
+          assert.match(body, /^idempotent-replayed: true\r?$/im, what);
+        }
+        const items = body.slice(body.indexOf("{"));
+        if (expected.includes("the same ids")) assert.equal(items, previous, what);
+        previous = items;
+        command = "";
+        examples++;
+      }
+    }
+  } finally {
+    await Deno.remove(out);
+  }
+  assert.ok(examples >= 7, `ran ${examples} examples`);
+}
+
 /** `count` users with ids in `shard` of `shards` (a UUIDv7's shard is its millisecond). */
 function usersIn(shard: number, shards: number, count: number, prefix: string): UserEnvelope[] {
   return Array.from({ length: count }, (_, i) => {
@@ -381,6 +435,8 @@ Deno.test("POST /users/batch queues a batch whole and stores each user once by i
       assert.equal(other.body.code, "idempotency_key_reused");
       await waitFor("the queue drained", async () => (await store.totals()).queued === 0);
       assert.equal((await store.totals()).rows, before.rows + 50, "each keyed user stored once");
+
+      await runDocExamples(stack.url);
     });
   } finally {
     await store.close();
@@ -400,8 +456,9 @@ Deno.test("POST /users/batch with QUEUE_SHARDS=2 and one shard at its share answ
     await withStackOutput(test, async () => {
       await fill(store.redis, store.keys[0]!.queue, SHARE);
       // A user's shard is its id's millisecond, so a batch's ids span both shards only when
-      // their minting crosses one: batches of 1,000 are sent until one does. Each answer is then
-      // all of a shard's items or none: 202 (all in shard 1), 503 (all in the full shard 0).
+      // their minting crosses one: batches of 1,000 are sent until one does. Until then each
+      // answer is 202 (all in shard 1) or 503 (all in the full shard 0): docs/api.md, "207": a
+      // batch's "shards refused all of their users and the others queued all of theirs".
       let answer: Answer | undefined;
       for (let i = 0; i < 40 && answer?.status !== 207; i++) {
         answer = await postBatch(stack, asJson(names(1_000, `try ${i}`)));
@@ -412,7 +469,8 @@ Deno.test("POST /users/batch with QUEUE_SHARDS=2 and one shard at its share answ
       const items: { id: string; status: number; code?: string }[] = answer!.body.items;
       const refused = items.filter((item) => item.status === 503);
       const queued = items.filter((item) => item.status === 202);
-      // docs/delivery.md: "503 `queue_full`" queued "no" user: the full shard's, all of them.
+      // docs/delivery.md, "How the code keeps it": "A 4xx, 503 queue_full and Traefik's own
+      // 503 no_replica_ready queued nothing." So each refused item is the full shard's.
       assert.ok(refused.every((item) => item.code === "queue_full"), JSON.stringify(refused[0]));
       assert.deepEqual(
         items.map((item) => item.status),
