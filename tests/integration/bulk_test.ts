@@ -21,6 +21,7 @@ import {
   WriteUnconfirmedError,
 } from "@users-pipeline/queue";
 import {
+  REPO_DIR,
   startRedis,
   startTestStack,
   type TestStack,
@@ -63,6 +64,7 @@ function stores(test: TestStack, shards: number) {
   const keys = queueShards(test.stack.env.QUEUE_NAME!, { shards });
   return {
     redis,
+    sql,
     keys,
     /** Every item in the queue's main lists, and the users table's row count. */
     async totals(): Promise<{ queued: number; rows: number }> {
@@ -509,7 +511,7 @@ Deno.test("POST /users/batch with QUEUE_SHARDS=2 and one shard at its share answ
   }
 });
 
-Deno.test("POST /users/batch with QUEUE_SHARDS=3: a batch over every shard is stored by id, and a keyed batch is one shard's, replayed with the same ids and stored once", async () => {
+Deno.test("POST /users/batch with QUEUE_SHARDS=3: a batch is stored by id, bulk-k6.js runs plain and keyed, and a keyed batch is one shard's, replayed with the same ids and stored once", async () => {
   await using test = await startTestStack({
     servers: 1,
     consumers: 1,
@@ -540,6 +542,24 @@ Deno.test("POST /users/batch with QUEUE_SHARDS=3: a batch over every shard is st
       const reused = await postBatch(stack, asJson(keyed.toReversed()), key);
       assert.equal(reused.status, 422, "the same names in another order are another batch");
       assert.equal(reused.body.code, "idempotency_key_reused");
+
+      // tests/k6/bulk-k6.js runs as users run it (./stack k6 bulk-k6.js), plain and keyed: every
+      // check holds (k6 exits 99 when a threshold fails), and each of its users is one row.
+      for (const keyedRun of ["0", "1"]) {
+        const k6 = await new Deno.Command("k6", {
+          args: ["run", "--quiet", "--no-color", "-e", `BASE_URL=${stack.url}`, "-e", "VUS=2"]
+            .concat(["-e", "DURATION=2s", "-e", `KEYED=${keyedRun}`, "tests/k6/bulk-k6.js"]),
+          cwd: REPO_DIR,
+          stdin: "null",
+        }).output();
+        const output = new TextDecoder().decode(k6.stdout) + new TextDecoder().decode(k6.stderr);
+        assert.equal(k6.code, 0, `bulk-k6.js (KEYED=${keyedRun}) failed:\n${output.slice(-3000)}`);
+      }
+      await waitFor("the queue drained", async () => (await store.totals()).queued === 0);
+      const [counts] = await store.sql<{ rows: number; names: number }[]>`
+        select count(*)::int as rows, count(distinct name)::int as names from users`;
+      assert.ok(counts!.rows > 340, `k6 stored users: ${counts!.rows} rows`);
+      assert.equal(counts!.rows, counts!.names, "each user one row, a keyed batch's too");
     });
   } finally {
     await store.close();
