@@ -256,6 +256,7 @@ export function createApp(options: AppOptions): Hono {
           if (refusal.status !== 503) throw refusal;
           // Every id the key is queued under (or was to be): a retry with the key settles them.
           const ids = (error as WriteUnconfirmedError).queuedAsAll ?? users.map((user) => user.id);
+          metrics?.countBatch(0, ids.map(() => refusal.code));
           throw refusedBatch(ids.map((id) => ({ id, status: 503, code: refusal.code })));
         });
         const replayed = ids[0] !== users[0]!.id;
