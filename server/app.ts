@@ -1,7 +1,8 @@
 /**
  * The HTTP API: `POST /users` validates a user at the edge, hands it to
  * `accept` (which queues it) and answers 202
- * with the id it minted; `GET /users/:id` tells whether the user is stored,
+ * with the id it minted; `POST /users/batch` does the same for many users (`batch_body.ts` reads
+ * them), answering 202, or 207/503 with each user's outcome; `GET /users/:id` tells whether the user is stored,
  * queued or dead-lettered (`user_status.ts`); `GET /users?limit=N` lists the
  * newest stored users; `/admin/…` and the `/dashboard` that shows them exist
  * only with an admin token (`admin_routes.ts`, `dashboard.ts`);
