@@ -573,6 +573,13 @@ Deno.test("POST /users/batch with QUEUE_SHARDS=3: a batch is stored by id, bulk-
       assert.equal(first.status, 202, JSON.stringify(first.body));
       const keyedIds: string[] = first.body.items.map((item: { id: string }) => item.id);
       assert.equal(new Set(keyedIds).size, 40, "distinct ids");
+      const shard = shardOf(keyedIds[0]!, 3);
+      assert.ok(keyedIds.every((id) => shardOf(id, 3) === shard), "every id in the key's shard");
+      assert.equal(
+        await store.redis.exists(store.keys[shard]!.idempotencyPrefix + key["Idempotency-Key"]),
+        1,
+        "the key's record in the same shard",
+      );
       const again = await postBatch(stack, asJson(keyed), key);
       assert.deepEqual(again.body, first.body);
       assert.equal(again.headers.get("Idempotent-Replayed"), "true");
