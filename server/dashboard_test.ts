@@ -58,3 +58,10 @@ Deno.test("createApp() serves /dashboard only along with the admin routes it sho
   assert.equal(without.status, 404);
   assert.match((await without.json()).error, /no route/);
 });
+
+Deno.test("dashboardRoutes() shows the rates in users per second, whatever each request carries", async () => {
+  const html = await (await dashboardRoutes().request("/dashboard")).text();
+  // The rates come from the queue's counts of users (rates.js), so a batch counts each user.
+  assert.match(html, /<span id="ingest-rate">–<\/span> users\/s/);
+  assert.match(html, /<span id="stored-rate">–<\/span> users\/s/);
+});

@@ -148,8 +148,8 @@ function plot(
         height: 260,
         series: [
           {},
-          { label: "ingest /s", stroke: "#1f77b4", width: 2 },
-          { label: "stored /s", stroke: "#2ca02c", width: 2 },
+          { label: "accepted users/s", stroke: "#1f77b4", width: 2 },
+          { label: "stored users/s", stroke: "#2ca02c", width: 2 },
         ],
         axes: [
           // Whole seconds as wall-clock time: uPlot's default shows milliseconds at this zoom.
@@ -158,7 +158,7 @@ function plot(
             values: (/** @type {unknown} */ _, /** @type {number[]} */ ticks) =>
               ticks.map((t) => new Date(t * 1000).toLocaleTimeString()),
           },
-          { label: "rows/s", size: 70 },
+          { label: "users/s", size: 70 },
         ],
       },
       series,

@@ -4,7 +4,8 @@
  * the id its 202 gave; with six, the shards sit on all three masters and every one of them carries
  * and drains its part. Then a consumer SIGKILLed with a batch in hand: its items are recovered by
  * the other consumer, none lost, none stored twice. See `stage.ts` for what every scenario
- * is held to; each prints its accounting line.
+ * is held to; each prints its accounting line. And `POST /users/batch` with REDIS_WAIT_REPLICAS=1:
+ * a batch, and keyed batches each in its key's one slot, replayed with their ids, stored once.
  *
  * @module
  */
@@ -112,6 +113,72 @@ clusterScenario(
     console.log(
       `cluster K=6 keyed: ${users.length} keys, ${client.tries} tries, each stored once and ` +
         `replayed with its id; records in all 6 shards; drained ${seconds(drainMs)}`,
+    );
+  },
+);
+
+clusterScenario(
+  "cluster, QUEUE_SHARDS=6, REDIS_WAIT_REPLICAS=1: a batch is stored by id, and a keyed batch is " +
+    "one shard's, replayed with the same ids and stored once",
+  { shards: 6 },
+  async (stage) => {
+    const { redis, sql } = stage.world;
+    const env = { REDIS_WAIT_REPLICAS: "1" };
+    const apis = [await stage.server(env), await stage.server(env)];
+    await stage.consumer();
+    const post = async (url: string, names: readonly string[], key?: string) => {
+      const res = await fetch(`${url}/users/batch`, {
+        method: "POST",
+        headers: key === undefined ? {} : { "Idempotency-Key": key },
+        body: JSON.stringify(names.map((name) => ({ name }))),
+      });
+      return { res, body: await res.json() };
+    };
+    const idsOf = (body: { items: { id: string }[] }) => body.items.map((item) => item.id);
+    const plain = Array.from({ length: 500 }, (_, i) => `cluster batch ${i}`);
+    const first = await post(apis[0]!.url, plain);
+    assert.equal(first.res.status, 202, JSON.stringify(first.body));
+    const expected = new Map(idsOf(first.body).map((id, i) => [id, plain[i]!]));
+    // Keyed batches, each retried with its key until a 202 (docs/api.md, "Retrying without
+    // duplicates: Idempotency-Key": "retries every answer other than 202"), then sent again as a
+    // client that lost the answer would: the same ids, a replay.
+    const keys = Array.from({ length: 24 }, (_, i) => `cluster-batch-${i}-${crypto.randomUUID()}`);
+    const shardsUsed = new Set<number>();
+    for (const [i, key] of keys.entries()) {
+      const names = Array.from({ length: 40 }, (_, j) => `keyed ${i}-${j}`);
+      let answer = await post(apis[i % 2]!.url, names, key);
+      for (let tries = 1; answer.res.status !== 202 && tries < 20; tries++) {
+        assert.equal(answer.res.status, 503, JSON.stringify(answer.body));
+        await delay(200);
+        answer = await post(apis[i % 2]!.url, names, key);
+      }
+      assert.equal(answer.res.status, 202, JSON.stringify(answer.body));
+      const ids = idsOf(answer.body);
+      const again = await post(apis[(i + 1) % 2]!.url, names, key);
+      assert.equal(again.res.status, 202, JSON.stringify(again.body));
+      assert.deepEqual(idsOf(again.body), ids, key);
+      assert.equal(again.res.headers.get("Idempotent-Replayed"), "true");
+      // One shard, hence one slot: the record and every user pushed in one script call.
+      const shard = shardOf(ids[0]!, stage.shards.length);
+      assert.ok(ids.every((id) => shardOf(id, stage.shards.length) === shard), key);
+      assert.equal(await redis.exists(stage.shards[shard]!.idempotencyPrefix + key), 1);
+      shardsUsed.add(shard);
+      ids.forEach((id, j) => expected.set(id, names[j]!));
+    }
+    assert.ok(shardsUsed.size > 1, `keyed batches in several shards: ${[...shardsUsed]}`);
+    const drainMs = await stage.drain();
+    const rows = await sql<{ id: string; name: string }[]>`select id::text, name from users`;
+    assert.equal(rows.length, expected.size, "each user stored once");
+    assert.deepEqual(
+      rows.filter((row) => expected.get(row.id) !== row.name),
+      [],
+      "every row under the id its 202 gave",
+    );
+    await stage.stopAll();
+    console.log(
+      `cluster K=6 WAIT=1 batches: 500 users in one batch and ${keys.length} keyed batches of ` +
+        `40 in ${shardsUsed.size} shards, each replayed with its ids and stored once; drained ` +
+        `${seconds(drainMs)}`,
     );
   },
 );
