@@ -1,11 +1,11 @@
 /**
  * The compose path the README and the course give, run for real: the repo's compose.yaml on the
  * Docker engine `./stack test` starts, brought up with `docker compose up -d --build --wait`, then
- * the course's curl, its `redis-cli LPUSH`, its k6 scripts through `docker compose run`, the
- * `./stack` helpers (on a project of their own) and `down -v`. The tests share one project and run
- * in file order; Prometheus is checked where it is cheap: it scrapes every replica after up. The
- * last test removes everything the project made (containers, network, volumes) and checks that
- * nothing is left.
+ * the course's curl, its `redis-cli LPUSH`, its k6 scripts (and the batch route's, bulk-k6.js)
+ * through `docker compose run`, the `./stack` helpers (on a project of their own) and `down -v`.
+ * The tests share one project and run in file order; Prometheus is checked where it is cheap: it
+ * scrapes every replica after up. The last test removes everything the project made (containers,
+ * network, volumes) and checks that nothing is left.
  *
  * Needs `docker` with the compose plugin and an engine answering; without one each test fails and
  * says why (none skips).
@@ -122,7 +122,7 @@ Deno.test({
   },
 });
 
-for (const script of ["hello-k6.js", "e2e-k6.js", "keyed-k6.js"]) {
+for (const script of ["hello-k6.js", "e2e-k6.js", "keyed-k6.js", "bulk-k6.js"]) {
   Deno.test({
     name: `docker compose run --rm --entrypoint=k6 k6-tests run /tests/${script} passes`,
     ...options,
