@@ -150,11 +150,23 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
       { offered: r.offered, series: "offered", perSecond: r.offered },
       { offered: r.offered, series: "accepted (202)", perSecond: r.acceptedPerSecond },
       { offered: r.offered, series: "stored", perSecond: r.storedPerSecond },
-    ]);
+    ]).concat(
+      // The course's design on the same ladder, up to the first rate it did not sustain.
+      (e2e.course?.runs ?? []).flatMap((r) => [
+        {
+          offered: r.offered,
+          series: "course's design: accepted",
+          perSecond: r.acceptedPerSecond,
+        },
+        { offered: r.offered, series: "course's design: stored", perSecond: r.storedPerSecond },
+      ]),
+    );
     panels.push({
       title: `End to end through Traefik: per second, by offered rate (Traefik's ceiling ${
         Math.round(e2e.ceiling)
-      }/s; highest sustained ${e2e.maxSustained}/s)`,
+      }/s; highest sustained ${e2e.maxSustained}/s${
+        e2e.course ? `, the course's design ${e2e.course.maxSustained}/s` : ""
+      })`,
       data: { values: throughput },
       width: WIDTH,
       height: 180,

@@ -35,6 +35,7 @@ import { depthOf } from "@users-pipeline/harness/queue_fill";
 import { startTestStack } from "@users-pipeline/harness/services";
 import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { benchPostgresOptions } from "./bench_services.ts";
+import { type CourseEndToEndResult, runCourseEndToEnd } from "./course_end_to_end.ts";
 import { HTTP_FLOOR_COMMAND, startApi } from "./deno_task.ts";
 import { onInterrupt } from "./interrupt.ts";
 import { type LoadResult, runOha } from "./oha.ts";
@@ -115,6 +116,8 @@ export interface EndToEndResult {
   readonly redisTimeoutMs: number;
   /** The run at half the ceiling, for the latency target (when the fractions have 0.5). */
   readonly half?: RateRun;
+  /** The course's design at the same rates, on the same Redis and PostgreSQL. */
+  readonly course?: CourseEndToEndResult;
 }
 
 /** Options of {@linkcode runEndToEnd}. */
@@ -126,7 +129,10 @@ export interface EndToEndOptions {
 }
 
 /** Whether a run kept up with what was offered (see the module doc). */
-export function isSustained(run: Omit<RateRun, "sustained">, seconds: number): boolean {
+export function isSustained(
+  run: Pick<RateRun, "offered" | "load" | "acceptedPerSecond" | "storedPerSecond">,
+  seconds: number,
+): boolean {
   const asked = run.offered * seconds;
   return run.load.requests >= 0.95 * asked &&
     run.load.accepted >= 0.99 * run.load.requests &&
@@ -175,6 +181,35 @@ export async function measureCeiling(replicas: number, seconds: number): Promise
   }
 }
 
+/** A part of the pipeline and the pids of its processes (undefined: not running). */
+export type PartPids = readonly [
+  Exclude<CpuPart, "generator" | "machine">,
+  readonly (number | undefined)[],
+];
+
+/**
+ * CPU seconds each part's process trees have used so far, and the machine's
+ * busy seconds: read before and after a run, the difference is what it cost.
+ */
+export async function readPartsCpu(
+  groups: readonly PartPids[],
+): Promise<Record<Exclude<CpuPart, "generator">, number>> {
+  const [seconds, machine] = await Promise.all([
+    readTreeCpuSeconds(groups.flatMap(([, pids]) => pids.map((pid) => pid ?? 0))),
+    readMachineCpu(),
+  ]);
+  let next = 0;
+  const parts = groups.map(([part, pids]) => {
+    const total = seconds.slice(next, next + pids.length).reduce((a, b) => a + b, 0);
+    next += pids.length;
+    return [part, total] as const;
+  });
+  return { ...Object.fromEntries(parts), machine: machine.busySeconds } as Record<
+    Exclude<CpuPart, "generator">,
+    number
+  >;
+}
+
 /** Runs the end-to-end phase on a fresh native stack. */
 export async function runEndToEnd(
   plan: EndToEndPlan,
@@ -209,29 +244,14 @@ export async function runEndToEnd(
   progress.step(`stack ready at ${stack.url}`);
   const runs: RateRun[] = [];
 
-  const cpuNow = async (): Promise<Record<Exclude<CpuPart, "generator">, number>> => {
-    const groups: [Exclude<CpuPart, "generator" | "machine">, (number | undefined)[]][] = [
+  const cpuNow = () =>
+    readPartsCpu([
       ["traefik", [stack.traefik?.pid]],
       ["api", stack.servers.map((s) => s.pid)],
       ["consumers", stack.consumers.map((c) => c.pid)],
       ["redis", [stack.redis?.pid]],
       ["postgres", [stack.postgres?.pid]],
-    ];
-    const [seconds, machine] = await Promise.all([
-      readTreeCpuSeconds(groups.flatMap(([, pids]) => pids.map((pid) => pid ?? 0))),
-      readMachineCpu(),
     ]);
-    let next = 0;
-    const parts = groups.map(([part, pids]) => {
-      const total = seconds.slice(next, next + pids.length).reduce((a, b) => a + b, 0);
-      next += pids.length;
-      return [part, total] as const;
-    });
-    return { ...Object.fromEntries(parts), machine: machine.busySeconds } as Record<
-      Exclude<CpuPart, "generator">,
-      number
-    >;
-  };
 
   const apiUrls = stack.ports.api.map((port) => `http://127.0.0.1:${port}`);
   const recordDir = await Deno.makeTempDir({ prefix: "bench-e2e-answers-" });
@@ -327,6 +347,21 @@ export async function runEndToEnd(
     const maxSustained = sustained.length ? Math.max(...sustained) : 0;
     const halfRate = ladderRates(ceiling, [0.5])[0];
     const half = runs.find((r) => r.offered === halfRate);
+    progress.step(
+      "the course's design at the same rates: its producer behind the same Traefik configuration, its consumer, on the stack's Redis and PostgreSQL",
+    );
+    const course = await runCourseEndToEnd(
+      {
+        env,
+        redis,
+        sql,
+        redisPid: stack.redis?.pid,
+        postgresPid: stack.postgres?.pid,
+      },
+      rates,
+      plan.seconds,
+      progress,
+    );
     return {
       plan,
       ceiling,
@@ -337,6 +372,7 @@ export async function runEndToEnd(
       queueMaxLength: Number(env.QUEUE_MAX_LENGTH),
       redisTimeoutMs: Number(env.REDIS_TIMEOUT_MS),
       ...(half === undefined ? {} : { half }),
+      course,
     };
   } finally {
     redis.disconnect();

@@ -616,6 +616,54 @@ function endToEndSection(results: BenchResults): string {
   ].join("\n");
 }
 
+/** The course's design on the same ladder, when the phase ran it. */
+function courseEndToEndSection(results: BenchResults): string | undefined {
+  const course = results.endToEnd?.course;
+  if (course === undefined) return undefined;
+  type Run = (typeof course.runs)[number];
+  const parts = [
+    ["oha", "generator"],
+    ["traefik", "traefik"],
+    ["producer", "api"],
+    ["consumer", "consumers"],
+    ["redis", "redis"],
+    ["postgres", "postgres"],
+  ] as const;
+  const offered: Column<Run> = ["offered req/s", (r) => formatCount(r.offered)];
+  return [
+    `The course's design at the same rates, after the stack's ladder and on its Redis and PostgreSQL: the course's producer (\`course_producer.ts\`, ${course.producers} replica) behind a Traefik configured as the stack's, and the course's consumer (\`course_consumer.ts\`, ${course.consumers}: BRPOP one item, INSERT it). Stored/s is the rows in the course's table when oha ended over the run's length (the course's table has no enqueue time); sustained as for the stack. The ladder stops at the first rate not sustained: every rate above it is not sustained either. The course's design may lose a user by design (an item taken is gone if its consumer dies before the INSERT); no fault is injected, and stored against accepted is shown as measured, not enforced.`,
+    "",
+    `Highest sustained rate: **${
+      formatCount(course.maxSustained)
+    } req/s** offered, against the stack's ${formatCount(results.endToEnd!.maxSustained)}.`,
+    "",
+    columnsTable(course.runs, [
+      offered,
+      ["accepted/s", (r) => formatCount(r.acceptedPerSecond)],
+      ["stored/s", (r) => formatCount(r.storedPerSecond)],
+      ["max backlog", (r) => formatCount(r.maxBacklog)],
+      ["not sent", (r) => r.load.dropped],
+      ["p99 answer ms", (r) => ms(r.load.latencyMs.p99)],
+      ["non-202", (r) => r.load.rejected + r.load.failed],
+      [
+        "202s stored",
+        (r) => r.stored === r.load.accepted ? "all" : `${r.stored}/${r.load.accepted}`,
+      ],
+      ["sustained", (r) => r.sustained ? "yes" : "no"],
+    ]),
+    "",
+    "CPU µs per request accepted, each part's CPU over the run's 202s:",
+    "",
+    columnsTable(course.runs, [
+      offered,
+      ...parts.map(([name, part]): Column<Run> => [
+        name,
+        (r) => (r.cores[part] / Math.max(r.acceptedPerSecond, 1e-9) * 1e6).toFixed(1),
+      ]),
+    ]),
+  ].join("\n");
+}
+
 function growthSection(results: BenchResults): string {
   const { small, large, overload, plan } = results.growth!;
   const secondHalf = (run: DrainRun) => {
@@ -734,6 +782,10 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
   }
   if (results.endToEnd) {
     parts.push("", "## 3. End to end through Traefik", "", endToEndSection(results));
+  }
+  const courseEndToEnd = courseEndToEndSection(results);
+  if (courseEndToEnd !== undefined) {
+    parts.push("", "### The course's design end to end", "", courseEndToEnd);
   }
   if (results.growth) parts.push("", "## 4. Growth", "", growthSection(results));
   const capacity = capacitySection(results);

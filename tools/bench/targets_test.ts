@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import type { BenchResults } from "./results.ts";
 import { emptyResults, quickResults, quickResultsWithComparisons } from "./testdata/fixtures.ts";
-import { drainVersusIngest, evaluateTargets } from "./targets.ts";
+import type { CourseRateRun } from "./course_end_to_end.ts";
+import { courseEndToEndVerdict, drainVersusIngest, evaluateTargets } from "./targets.ts";
 
 /** The verdict of the target at `index` for `results`. */
 const verdict = (results: BenchResults, index: number) => evaluateTargets(results)[index]!;
@@ -16,6 +17,7 @@ Deno.test("evaluateTargets() judges every target from a run's ratios", async () 
     "Drain",
     "Drain",
     "Drain vs ingest",
+    "End to end",
     "End to end",
     "End to end",
     "Growth",
@@ -66,7 +68,7 @@ Deno.test("evaluateTargets() judges the p99 at half the ceiling only at a sustai
 
 Deno.test("evaluateTargets() marks what a run did not measure", () => {
   const verdicts = evaluateTargets(emptyResults());
-  assert.equal(verdicts.length, 11);
+  assert.equal(verdicts.length, 12);
   assert.ok(verdicts.every((v) => v.met === undefined && v.measured.startsWith("not measured")));
 });
 
@@ -149,4 +151,41 @@ Deno.test("evaluateTargets() climbs to the ceiling with stored = accepted in a f
   const lost = ladder(run!.load.accepted - 1);
   assert.equal(lost.met, false);
   assert.match(lost.measured, /stored ≠ accepted at \d+ req\/s/);
+});
+
+Deno.test("courseEndToEndVerdict() wants ours ≥ 1.5× the course's design's highest sustained rate", async () => {
+  const results = await quickResults();
+  const e2e = results.endToEnd!;
+  const run = e2e.runs[0]!;
+  const courseRun = (offered: number, sustained: boolean, stored = run.load.accepted) =>
+    ({ ...run, offered, sustained, stored }) as CourseRateRun;
+  const judge = (ours: number, runs: CourseRateRun[]) =>
+    courseEndToEndVerdict({
+      ...results,
+      endToEnd: {
+        ...e2e,
+        maxSustained: ours,
+        course: {
+          producers: 1,
+          consumers: 1,
+          runs,
+          maxSustained: Math.max(0, ...runs.filter((r) => r.sustained).map((r) => r.offered)),
+        },
+      },
+    });
+  const met = judge(4_000, [courseRun(2_000, true), courseRun(4_000, false)]);
+  assert.equal(met.met, true);
+  assert.match(met.measured, /^2\.00× \(ours 4000 req\/s, the course's 2000 req\/s\)/);
+  assert.equal(judge(2_000, [courseRun(2_000, true), courseRun(4_000, false)]).met, false);
+  // Sustaining every rate run, the course's limit is above the ladder: nothing to judge.
+  const above = judge(4_000, [courseRun(2_000, true)]);
+  assert.equal(above.met, undefined);
+  assert.match(above.measured, /not judged/);
+  // Users the course's design lost are shown, not hidden (and not a failed check).
+  const lost = judge(4_000, [
+    courseRun(2_000, true, run.load.accepted - 3),
+    courseRun(4_000, false),
+  ]);
+  assert.match(lost.measured, new RegExp(`2000: ${run.load.accepted - 3} of ${run.load.accepted}`));
+  assert.equal(courseEndToEndVerdict({ ...results, endToEnd: { ...e2e } }).met, undefined);
 });
