@@ -29,6 +29,9 @@
  *   to (past what the stack sustains, requests wait in oha and answers come
  *   late: that is the measurement "not sustained", not a broken promise);
  * - the queue never outgrew QUEUE_MAX_LENGTH under overload;
+ * - in the bulk phase, every request answered 202 (its bound is far above
+ *   what a run queues, so no item may be refused) and every user of every
+ *   202 stored, neither fewer nor more;
  * - the run checked something: a run whose phases gave no check fails.
  *
  * @module
@@ -70,7 +73,7 @@ export const ANSWER_SLACK_MS = 100;
 /** Every check the results allow, in phase order; a phase that did not run has none. */
 export function checkResults(results: BenchResults): Check[] {
   const checks: Check[] = [];
-  const { ingest, traefik, drain, endToEnd, growth } = results;
+  const { ingest, traefik, drain, endToEnd, growth, bulk } = results;
   if (ingest) {
     const measured = INGEST_TARGETS.map((target) => ({ target, runs: ingest.runs[target] }));
     for (const { target, runs } of measured) {
@@ -179,6 +182,26 @@ export function checkResults(results: BenchResults): Check[] {
       measured: `${overload.stored} stored, ${overload.load.accepted} accepted`,
       ok: overload.stored === overload.load.accepted,
     });
+  }
+  if (bulk) {
+    for (const run of [bulk.single, ...bulk.batches]) {
+      const name = run.path === "/users"
+        ? "POST /users"
+        : `POST /users/batch, ${run.usersPerRequest} per request`;
+      checks.push({
+        phase: "Bulk",
+        rule: `${name}: every answer 202 (no fault injected, the bound far above the backlog)`,
+        measured: `${
+          run.load.requests - run.load.accepted
+        } of ${run.load.requests} requests answered otherwise or not at all`,
+        ok: run.load.accepted === run.load.requests,
+      }, {
+        phase: "Bulk",
+        rule: `${name}: stored = accepted users`,
+        measured: `${run.stored} stored, ${run.acceptedUsers} accepted`,
+        ok: run.stored === run.acceptedUsers,
+      });
+    }
   }
   return checks;
 }

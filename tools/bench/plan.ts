@@ -7,6 +7,7 @@
  * @module
  */
 
+import type { BulkPlan } from "./bulk.ts";
 import type { DrainPlan } from "./drain.ts";
 import type { EndToEndPlan } from "./end_to_end.ts";
 import type { GrowthPlan } from "./growth.ts";
@@ -21,6 +22,7 @@ export interface BenchPlan {
   readonly drain: DrainPlan;
   readonly endToEnd: EndToEndPlan;
   readonly growth: GrowthPlan;
+  readonly bulk: BulkPlan;
 }
 
 /** The full run: the evidence's sizes. */
@@ -54,6 +56,14 @@ export const FULL_PLAN: BenchPlan = {
     overloadSeconds: 60,
     overloadMaxLength: 5_000,
   },
+  bulk: {
+    seconds: 10,
+    warmupSeconds: 2,
+    connections: 64,
+    usersPerRequest: [1, 10, 100, 1_000],
+    servers: 2,
+    consumers: 2,
+  },
 };
 
 /** The quick run: every phase and code path, small and short. */
@@ -83,6 +93,14 @@ export const QUICK_PLAN: BenchPlan = {
     largeBacklog: 100_000,
     overloadSeconds: 8,
     overloadMaxLength: 2_000,
+  },
+  bulk: {
+    seconds: 3,
+    warmupSeconds: 1,
+    connections: 64,
+    usersPerRequest: [1, 10, 100, 1_000],
+    servers: 2,
+    consumers: 2,
   },
 };
 

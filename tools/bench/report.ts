@@ -6,6 +6,7 @@
  * @module
  */
 
+import { BULK_PARTS, type BulkPart, pipelineMicrosPerUser } from "./bulk.ts";
 import { ANSWER_SLACK_MS, type Check, checkResults, UNSENT_SHARE_MAX } from "./checks.ts";
 import type { ProfileSummary } from "./cpu_profile.ts";
 import {
@@ -664,6 +665,57 @@ function courseEndToEndSection(results: BenchResults): string | undefined {
   ].join("\n");
 }
 
+function bulkSection(results: BenchResults): string {
+  const bulk = results.bulk!;
+  const { plan } = bulk;
+  type Run = (typeof bulk.batches)[number];
+  const runs = [bulk.single, ...bulk.batches];
+  const label: Column<Run> = [
+    "request",
+    (r) => r.path === "/users" ? "POST /users" : `batch of ${r.usersPerRequest}`,
+    "left",
+  ];
+  const names: Readonly<Record<BulkPart, string>> = {
+    traefik: "traefik",
+    api: "API replicas",
+    redis: "redis",
+    consumers: "consumers",
+    postgres: "postgres",
+    generator: "oha",
+  };
+  return [
+    `The native stack (Traefik → ${plan.servers} API replicas → Redis → ${plan.consumers} consumers → PostgreSQL, project.env's settings but QUEUE_MAX_LENGTH, set far above what a run queues) loaded through Traefik by ${bulk.generator} in closed loop, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up (drained and the table truncated before the run): \`POST /users\` with one user, then \`POST /users/batch\` with a JSON array of ${
+      plan.usersPerRequest.join(", ")
+    } users. The consumers drain throughout; each tier's CPU is read from the start of the load until the last accepted user is stored, and divided by the users stored, so a tier's µs per user is its whole cost for a user, ingest and drain. Users/s is the users in the 202s over oha's run. The pipeline is every tier but the load generator.`,
+    "",
+    columnsTable(runs, [
+      label,
+      ["users/s", (r) => formatCount(r.usersPerSecond)],
+      ["req/s", (r) => formatCount(r.requestsPerSecond)],
+      ["× POST /users req/s", (r) => (r.usersPerSecond / bulk.single.requestsPerSecond).toFixed(1)],
+      ["p50 ms", (r) => ms(r.load.latencyMs.p50)],
+      ["p99 ms", (r) => ms(r.load.latencyMs.p99)],
+      ["non-202", (r) => r.load.requests - r.load.accepted],
+      [
+        "users stored",
+        (r) => r.stored === r.acceptedUsers ? `all ${r.stored}` : `${r.stored}/${r.acceptedUsers}`,
+      ],
+      ["load to stored s", (r) => r.seconds.toFixed(1)],
+      ["machine cores", (r) => cores(r.machineCores)],
+    ]),
+    "",
+    "CPU µs per user stored, by tier:",
+    "",
+    columnsTable(runs, [
+      label,
+      ...BULK_PARTS.map((
+        part,
+      ): Column<Run> => [names[part], (r) => r.microsPerUser[part].toFixed(1)]),
+      ["pipeline", (r) => pipelineMicrosPerUser(r).toFixed(1)],
+    ]),
+  ].join("\n");
+}
+
 function growthSection(results: BenchResults): string {
   const { small, large, overload, plan } = results.growth!;
   const secondHalf = (run: DrainRun) => {
@@ -788,6 +840,9 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
     parts.push("", "### The course's design end to end", "", courseEndToEnd);
   }
   if (results.growth) parts.push("", "## 4. Growth", "", growthSection(results));
+  if (results.bulk) {
+    parts.push("", "## 5. Bulk: many users per request", "", bulkSection(results));
+  }
   const capacity = capacitySection(results);
   if (capacity !== undefined) {
     parts.push(

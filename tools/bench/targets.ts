@@ -12,6 +12,7 @@
 import { type DrainRun, FLOOR_BATCH } from "./drain.ts";
 import { meanRssBetween, rssWhenDone, secondHalfSpread } from "./growth.ts";
 import { apiAndRedisMicrosPerRequest, type IngestResult, median } from "./ingest.ts";
+import { BULK_PARTS, pipelineMicrosPerUser } from "./bulk.ts";
 import { courseEndToEndRatio } from "./course_end_to_end.ts";
 import type { BenchResults } from "./results.ts";
 import { frontMicrosPerRequest } from "./through_traefik.ts";
@@ -58,6 +59,25 @@ export const COURSE_RATIO_MIN = 1.0;
  * one-at-a-time design it replaces.
  */
 export const COURSE_E2E_RATIO_MIN = 1.5;
+
+/** The batch size the bulk targets are read at. */
+export const BULK_TARGET_SIZE = 100;
+
+/**
+ * Users/s at {@linkcode BULK_TARGET_SIZE} users per request over the
+ * single-user requests/s of the same stack in the same run, at least: a
+ * batch spreads each request's fixed cost (Traefik, the HTTP exchange, the
+ * API's middleware, a script call) over its users.
+ */
+export const BULK_SPEEDUP_MIN = 20;
+
+/**
+ * The pipeline's CPU per user at {@linkcode BULK_TARGET_SIZE} per request
+ * (every tier but the load generator), at most, in µs: a few times what
+ * PostgreSQL alone spends inserting a row in a batch, so that 1M users/s
+ * fits in a few tens of cores.
+ */
+export const BULK_PIPELINE_MICROS_MAX = 15;
 
 /** The API's plus Redis's CPU per request directly, ours over the course's producer's, at most. */
 export const COURSE_CPU_RATIO_MAX = 1.0;
@@ -239,6 +259,7 @@ export function evaluateTargets(results: BenchResults): TargetVerdict[] {
     missing("Growth", consumerTarget);
     missing("Growth", apiTarget);
   }
+  verdicts.push(...bulkVerdicts(results));
   return verdicts;
 }
 
@@ -276,6 +297,44 @@ export function courseEndToEndVerdict(results: BenchResults): TargetVerdict {
       } (${figures}); the course's stored of accepted by rate ${kept}`,
     met: ratio === undefined ? undefined : ratio >= COURSE_E2E_RATIO_MIN,
   };
+}
+
+/** The bulk phase's targets, read at {@linkcode BULK_TARGET_SIZE} users per request. */
+export function bulkVerdicts(results: BenchResults): TargetVerdict[] {
+  const speedTarget =
+    `users/s at ${BULK_TARGET_SIZE} users per request ≥ ${BULK_SPEEDUP_MIN}× the single-user POST /users req/s, same stack, same run`;
+  const cpuTarget =
+    `the pipeline's CPU per user at ${BULK_TARGET_SIZE} users per request (Traefik + API + Redis + consumers + PostgreSQL, to stored) ≤ ${BULK_PIPELINE_MICROS_MAX} µs`;
+  const bulk = results.bulk;
+  const run = bulk?.batches.find((r) => r.usersPerRequest === BULK_TARGET_SIZE);
+  if (!bulk || !run) {
+    return [speedTarget, cpuTarget].map((target) => ({
+      phase: "Bulk",
+      target,
+      measured: "not measured",
+      met: undefined,
+    }));
+  }
+  const speedup = run.usersPerSecond / bulk.single.requestsPerSecond;
+  const micros = pipelineMicrosPerUser(run);
+  const tiers = BULK_PARTS.filter((p) => p !== "generator").map((p) =>
+    `${p} ${run.microsPerUser[p].toFixed(1)}`
+  ).join(" + ");
+  return [{
+    phase: "Bulk",
+    target: speedTarget,
+    measured: `${speedup.toFixed(1)}× (${Math.round(run.usersPerSecond)} users/s vs ${
+      Math.round(bulk.single.requestsPerSecond)
+    } req/s)`,
+    met: speedup >= BULK_SPEEDUP_MIN,
+  }, {
+    phase: "Bulk",
+    target: cpuTarget,
+    measured: `${micros.toFixed(1)} µs (${tiers}); single-user ${
+      pipelineMicrosPerUser(bulk.single).toFixed(1)
+    } µs`,
+    met: micros <= BULK_PIPELINE_MICROS_MAX,
+  }];
 }
 
 /** The CPU target against the course's producer, directly. */

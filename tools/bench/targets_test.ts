@@ -1,8 +1,18 @@
 import assert from "node:assert/strict";
 import type { BenchResults } from "./results.ts";
-import { emptyResults, quickResults, quickResultsWithComparisons } from "./testdata/fixtures.ts";
+import {
+  bulkResult,
+  emptyResults,
+  quickResults,
+  quickResultsWithComparisons,
+} from "./testdata/fixtures.ts";
 import type { CourseRateRun } from "./course_end_to_end.ts";
-import { courseEndToEndVerdict, drainVersusIngest, evaluateTargets } from "./targets.ts";
+import {
+  bulkVerdicts,
+  courseEndToEndVerdict,
+  drainVersusIngest,
+  evaluateTargets,
+} from "./targets.ts";
 
 /** The verdict of the target at `index` for `results`. */
 const verdict = (results: BenchResults, index: number) => evaluateTargets(results)[index]!;
@@ -22,6 +32,8 @@ Deno.test("evaluateTargets() judges every target from a run's ratios", async () 
     "End to end",
     "Growth",
     "Growth",
+    "Bulk",
+    "Bulk",
   ]);
   // The captured quick run (on a busy machine): API + Redis CPU 1.30× the course's, 31% of the
   // HTTP floor, 0.84× the course through Traefik; batch at 36% of the drain floor and 118×
@@ -68,7 +80,7 @@ Deno.test("evaluateTargets() judges the p99 at half the ceiling only at a sustai
 
 Deno.test("evaluateTargets() marks what a run did not measure", () => {
   const verdicts = evaluateTargets(emptyResults());
-  assert.equal(verdicts.length, 12);
+  assert.equal(verdicts.length, 14);
   assert.ok(verdicts.every((v) => v.met === undefined && v.measured.startsWith("not measured")));
 });
 
@@ -188,4 +200,22 @@ Deno.test("courseEndToEndVerdict() wants ours ≥ 1.5× the course's design's hi
   ]);
   assert.match(lost.measured, new RegExp(`2000: ${run.load.accepted - 3} of ${run.load.accepted}`));
   assert.equal(courseEndToEndVerdict({ ...results, endToEnd: { ...e2e } }).met, undefined);
+});
+
+Deno.test("bulkVerdicts() reads users/s and the pipeline's CPU per user at 100 per request", async () => {
+  const results = await quickResults();
+  const [speed, cpu] = bulkVerdicts({ ...results, bulk: bulkResult() });
+  // 60,000 users/s against 2,000 req/s; 12 µs of pipeline CPU per user.
+  assert.equal(speed!.met, true);
+  assert.match(speed!.measured, /^30\.0× \(60000 users\/s vs 2000 req\/s\)$/);
+  assert.equal(cpu!.met, true);
+  assert.match(
+    cpu!.measured,
+    /^12\.0 µs \(traefik 4\.0 \+ api 3\.0 \+ redis 1\.0 \+ consumers 2\.0/,
+  );
+  const [slow] = bulkVerdicts({ ...results, bulk: bulkResult({ 1: 1_800, 100: 39_000 }) });
+  assert.equal(slow!.met, false);
+  const missing = bulkVerdicts({ ...results, bulk: bulkResult({ 1: 1_800, 10: 15_000 }) });
+  assert.deepEqual(missing.map((v) => v.met), [undefined, undefined]);
+  assert.deepEqual(bulkVerdicts(results).map((v) => v.measured), ["not measured", "not measured"]);
 });

@@ -1,0 +1,202 @@
+/**
+ * Phase "bulk": many users per request. The native stack (Traefik, API
+ * replicas, consumers, Redis, PostgreSQL, project.env's settings) loaded
+ * through Traefik by oha in closed loop with `POST /users/batch` bodies of
+ * 1, 10, 100 and 1000 users (a JSON array, the same user as every other
+ * phase sends), and with the single-user `POST /users` in the same run: the
+ * reference the batch sizes are read against, since what a batch saves is
+ * the per-request work a single user pays.
+ *
+ * The consumers run throughout, so what a user costs is measured whole:
+ * each process's CPU from the start of the load until the last user it
+ * accepted is stored, over the users stored. Every tier is its own figure
+ * (Traefik, the API replicas, Redis, the consumers, PostgreSQL, oha), and
+ * the pipeline's cost is every tier but the load generator. Users/s is the
+ * users accepted over oha's run: the rate at which the front takes them.
+ *
+ * @module
+ */
+
+import { Redis } from "ioredis";
+import postgres from "postgres";
+import { queueKeys, ShardedQueue } from "@users-pipeline/queue";
+import { depthOf } from "@users-pipeline/harness/queue_fill";
+import { startTestStack } from "@users-pipeline/harness/services";
+import { waitFor } from "@users-pipeline/harness/wait";
+import { benchPostgresOptions } from "./bench_services.ts";
+import { type CpuPart, readPartsCpu } from "./end_to_end.ts";
+import { onInterrupt } from "./interrupt.ts";
+import { type LoadResult, POST_BODY, runOha } from "./oha.ts";
+import { formatCount, type Progress } from "./progress.ts";
+
+/** The tiers whose CPU per user is read, the load generator last. */
+export const BULK_PARTS = [
+  "traefik",
+  "api",
+  "redis",
+  "consumers",
+  "postgres",
+  "generator",
+] as const;
+
+/** One of {@linkcode BULK_PARTS}. */
+export type BulkPart = typeof BULK_PARTS[number];
+
+/** Sizes of the bulk phase. */
+export interface BulkPlan {
+  /** Each run's length; 0 skips the phase. */
+  readonly seconds: number;
+  /** Unmeasured load before each run, drained before it starts. */
+  readonly warmupSeconds: number;
+  /** oha's connections. */
+  readonly connections: number;
+  /** Users per request of the `POST /users/batch` runs. */
+  readonly usersPerRequest: readonly number[];
+  readonly servers: number;
+  readonly consumers: number;
+}
+
+/** One closed-loop run and the drain of what it sent. */
+export interface BulkRun {
+  /** `POST /users` (one user, no array) or `POST /users/batch`. */
+  readonly path: "/users" | "/users/batch";
+  readonly usersPerRequest: number;
+  readonly load: LoadResult;
+  readonly requestsPerSecond: number;
+  /** Users accepted per second of oha's run. */
+  readonly usersPerSecond: number;
+  /** Users in the 202s (202s × users per request). */
+  readonly acceptedUsers: number;
+  /** Rows in the table once the queue was empty. */
+  readonly stored: number;
+  /** From the load's start until every accepted user was stored. */
+  readonly seconds: number;
+  /** Each tier's CPU µs per user stored over that time. */
+  readonly microsPerUser: Readonly<Record<BulkPart, number>>;
+  /** The machine's busy cores over that time, other tenants included. */
+  readonly machineCores: number;
+}
+
+/** Everything the bulk phase measured. */
+export interface BulkResult {
+  readonly plan: BulkPlan;
+  /** The load generator's name and version. */
+  readonly generator: string;
+  /** `POST /users` in the same stack and run: the single-user reference. */
+  readonly single: BulkRun;
+  /** `POST /users/batch`, one run per size, smallest first. */
+  readonly batches: readonly BulkRun[];
+}
+
+/** The pipeline's CPU per user: every tier but the load generator. */
+export function pipelineMicrosPerUser(run: BulkRun): number {
+  return BULK_PARTS.filter((p) => p !== "generator").reduce(
+    (sum, part) => sum + run.microsPerUser[part],
+    0,
+  );
+}
+
+/** A `POST /users/batch` body of `users` copies of the single-user body. */
+export function batchBody(users: number): string {
+  return `[${Array.from({ length: users }, () => POST_BODY).join(",")}]`;
+}
+
+/** Runs the bulk phase on a fresh native stack. */
+export async function runBulk(
+  plan: BulkPlan,
+  progress: Progress,
+  options: { generator: string },
+): Promise<BulkResult> {
+  progress.step(
+    `starting the native stack: Traefik, ${plan.servers} API replicas, ${plan.consumers} consumers; oha closed loop, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up`,
+  );
+  await using test = await startTestStack({
+    servers: plan.servers,
+    consumers: plan.consumers,
+    // The bound is not what is measured here: far above what a closed-loop run queues ahead of
+    // the consumers.
+    env: { QUEUE_MAX_LENGTH: "100000000" },
+  });
+  using _forget = { [Symbol.dispose]: onInterrupt(() => test.close()) };
+  const { stack } = test;
+  const env = stack.env;
+  const redis = new Redis(env.REDIS_URL!, { maxRetriesPerRequest: 1 });
+  const sql = postgres(benchPostgresOptions(env, 1));
+  const queue = new ShardedQueue(redis, { keys: [queueKeys(env.QUEUE_NAME || "users")] });
+  const bodyDir = await Deno.makeTempDir({ prefix: "bench-bulk-" });
+  const drained = () =>
+    waitFor("the queue to drain", async () => {
+      const depth = await depthOf(redis, queue.keys);
+      return depth.queued + depth.processing + depth.retry === 0;
+    }, { intervalMs: 20, timeoutMs: 600_000 });
+  const groups = [
+    ["traefik", [stack.traefik?.pid]],
+    ["api", stack.servers.map((s) => s.pid)],
+    ["consumers", stack.consumers.map((c) => c.pid)],
+    ["redis", [stack.redis?.pid]],
+    ["postgres", [stack.postgres?.pid]],
+  ] as const;
+
+  const measure = async (path: BulkRun["path"], users: number): Promise<BulkRun> => {
+    const url = `${stack.url}${path}`;
+    let bodyPath: string | undefined;
+    if (path === "/users/batch") {
+      bodyPath = `${bodyDir}/${users}.json`;
+      await Deno.writeTextFile(bodyPath, batchBody(users));
+    }
+    const options = { connections: plan.connections, ...(bodyPath ? { bodyPath } : {}) };
+    await runOha(url, { ...options, seconds: plan.warmupSeconds });
+    await drained();
+    await sql`truncate users`;
+    const started = performance.now();
+    const before = await readPartsCpu(groups);
+    const load = await runOha(url, { ...options, seconds: plan.seconds });
+    await drained();
+    const after = await readPartsCpu(groups);
+    const seconds = (performance.now() - started) / 1_000;
+    const [row] = await sql<{ count: number }[]>`select count(*)::int as count from users`;
+    const stored = row?.count ?? 0;
+    const perUser = (cpuSeconds: number) => cpuSeconds / Math.max(stored, 1) * 1e6;
+    const microsPerUser = Object.fromEntries(
+      BULK_PARTS.map((part) => [
+        part,
+        part === "generator"
+          ? perUser(load.cpuSeconds ?? 0)
+          : perUser(after[part as Exclude<CpuPart, "generator">] - before[part]),
+      ]),
+    ) as Record<BulkPart, number>;
+    const run: BulkRun = {
+      path,
+      usersPerRequest: users,
+      load,
+      requestsPerSecond: load.requests / load.seconds,
+      usersPerSecond: load.accepted * users / load.seconds,
+      acceptedUsers: load.accepted * users,
+      stored,
+      seconds,
+      microsPerUser,
+      machineCores: (after.machine - before.machine) / seconds,
+    };
+    progress.step(
+      `${path === "/users" ? "POST /users      " : `batch of ${String(users).padStart(4)}   `} ${
+        formatCount(run.usersPerSecond).padStart(7)
+      } users/s (${formatCount(run.requestsPerSecond)} req/s), non-202 ${
+        load.requests - load.accepted
+      }, ${stored} stored of ${run.acceptedUsers} accepted; CPU µs/user: ${
+        BULK_PARTS.map((p) => `${p} ${microsPerUser[p].toFixed(1)}`).join(", ")
+      }; pipeline ${pipelineMicrosPerUser(run).toFixed(1)}`,
+    );
+    return run;
+  };
+
+  try {
+    const single = await measure("/users", 1);
+    const batches: BulkRun[] = [];
+    for (const users of plan.usersPerRequest) batches.push(await measure("/users/batch", users));
+    return { plan, generator: options.generator, single, batches };
+  } finally {
+    redis.disconnect();
+    await sql.end({ timeout: 5 });
+    await Deno.remove(bodyDir, { recursive: true }).catch(() => {});
+  }
+}
