@@ -28,7 +28,7 @@
  * `--quick` (CI) runs every phase small and short, in about two minutes, and
  * writes to tools/bench/results/quick/ so it never overwrites the full run's
  * tools/bench/results/; `--capacity` runs what the capacity model
- * needs (the traefik phase and a drain) and writes its report, with the model, to
+ * needs (the traefik phase, a drain and the bulk run of 100 users per request) and writes its report, with the model, to
  * tools/bench/results/capacity/ (every run whose results allow it has the
  * model in its report); `--only ingest,traefik,drain,e2e,growth,bulk` runs some phases;
  * `--render DIR/results.json --out DIR` only rewrites a run's report and chart
@@ -67,7 +67,7 @@ import { checkTools } from "./tools.ts";
 export const PHASES = ["ingest", "traefik", "drain", "growth", "e2e", "bulk"] as const;
 
 /** The phases `--capacity` runs unless `--only` says otherwise. */
-export const CAPACITY_PHASES = ["traefik", "drain"] as const;
+export const CAPACITY_PHASES = ["traefik", "drain", "bulk"] as const;
 type Phase = typeof PHASES[number];
 
 /** The parsed command line. */

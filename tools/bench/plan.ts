@@ -105,9 +105,10 @@ export const QUICK_PLAN: BenchPlan = {
 };
 
 /**
- * The capacity run: the traefik phase (Traefik, API and Redis per request)
- * and one drain of batch 1000 × 1 (consumer, PostgreSQL and Redis per row,
- * Redis bytes per user), with the other phases' sizes small in case `--only`
+ * The capacity run: the traefik phase (Traefik, API and Redis per request),
+ * one drain of batch 1000 × 1 (consumer, PostgreSQL and Redis per row,
+ * Redis bytes per user) and the bulk run of 100 users per request (every
+ * tier per user, for the model's bulk column), with the other phases' sizes small in case `--only`
  * asks for them.
  */
 export const CAPACITY_PLAN: BenchPlan = {
@@ -121,4 +122,5 @@ export const CAPACITY_PLAN: BenchPlan = {
     replicas: [1],
     profileUsers: 0,
   },
+  bulk: { ...QUICK_PLAN.bulk, seconds: 10, warmupSeconds: 2, usersPerRequest: [100] },
 };

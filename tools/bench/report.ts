@@ -34,7 +34,10 @@ import { formatCount } from "./progress.ts";
 import type { BenchResults } from "./results.ts";
 import type { TargetVerdict } from "./targets.ts";
 import {
+  BULK_CAPACITY_SIZE,
+  bulkCapacityInputs,
   capacityInputs,
+  type CapacityModel,
   capacityModel,
   formatBytes,
   formatRate,
@@ -385,6 +388,27 @@ function courseCostSection(results: BenchResults): string | undefined {
   ].join("\n");
 }
 
+/** What each target rate of `model` needs, tier by tier. */
+function targetsTable(model: CapacityModel): string {
+  const { options: o } = model;
+  return columnsTable(model.targets, [
+    ["users/s", (t) => formatRate(t.rate)],
+    ["Traefik cores", (t) => formatRate(t.cores.traefik)],
+    ["API replicas", (t) => t.apiReplicas],
+    [
+      "QUEUE_SHARDS (CPU, memory)",
+      (t) => `${t.shards} (${t.shardsForCpu}, ${t.shardsForMemory})`,
+    ],
+    ["consumers", (t) => t.consumers],
+    ["PostgreSQL cores", (t) => formatRate(t.cores.postgres)],
+    ["WAL MiB/s", (t) => formatRate(t.walBytesPerSecond / 2 ** 20)],
+    ["PostgreSQL primaries", (t) => t.postgresPrimaries],
+    ["all cores", (t) => formatRate(t.totalCores)],
+    [`${o.nodeCores}-core nodes (all but PostgreSQL)`, (t) => t.nodes],
+    [`Redis backlog of ${o.backlogSeconds} s`, (t) => formatBytes(t.backlogBytes)],
+  ]);
+}
+
 /** The capacity model from this run's costs; undefined when the run lacks them. */
 function capacitySection(results: BenchResults): string | undefined {
   const inputs = capacityInputs(results);
@@ -438,22 +462,7 @@ function capacitySection(results: BenchResults): string | undefined {
         } users/s, before one Redis shard at ${formatRate(model.oneShardLimit)} users/s.`
     }`,
     "",
-    columnsTable(model.targets, [
-      ["users/s", (t) => formatRate(t.rate)],
-      ["Traefik cores", (t) => formatRate(t.cores.traefik)],
-      ["API replicas", (t) => t.apiReplicas],
-      [
-        "QUEUE_SHARDS (CPU, memory)",
-        (t) => `${t.shards} (${t.shardsForCpu}, ${t.shardsForMemory})`,
-      ],
-      ["consumers", (t) => t.consumers],
-      ["PostgreSQL cores", (t) => formatRate(t.cores.postgres)],
-      ["WAL MiB/s", (t) => formatRate(t.walBytesPerSecond / 2 ** 20)],
-      ["PostgreSQL primaries", (t) => t.postgresPrimaries],
-      ["all cores", (t) => formatRate(t.totalCores)],
-      [`${o.nodeCores}-core nodes (all but PostgreSQL)`, (t) => t.nodes],
-      [`Redis backlog of ${o.backlogSeconds} s`, (t) => formatBytes(t.backlogBytes)],
-    ]),
+    targetsTable(model),
     "",
     `Throughput (users/s) by units of each tier, linear until a unit is full; PostgreSQL's cores stop adding once its one primary is full (${o.maxPrimaryCores} cores, or ${
       formatBytes(o.primaryWalBytesPerSecond)
@@ -475,7 +484,36 @@ function capacitySection(results: BenchResults): string | undefined {
     } per shard; one PostgreSQL primary gets at most ${o.maxPrimaryCores} cores and writes at most ${
       formatBytes(o.primaryWalBytesPerSecond)
     }/s of WAL, and its per-row cost does not grow with them (WAL insertion and index contention make that optimistic near the top). Past one primary: partition \`users\` (by hash of id) so that each consumer batch goes to one partition, batch across partitions, or a distributed PostgreSQL (Citus-style sharding on id).`,
+    ...bulkCapacityLines(results),
   ].join("\n");
+}
+
+/** The model again for clients sending {@linkcode BULK_CAPACITY_SIZE} users per request. */
+function bulkCapacityLines(results: BenchResults): string[] {
+  const inputs = bulkCapacityInputs(results);
+  if (inputs === undefined) return [];
+  const model = capacityModel(inputs);
+  return [
+    "",
+    `### At ${BULK_CAPACITY_SIZE} users per request`,
+    "",
+    `The same model with every tier's CPU per user from the bulk phase's run of \`POST /users/batch\` with ${BULK_CAPACITY_SIZE} users (Traefik, API replicas, Redis, consumers and PostgreSQL measured together, from the load's start to the last user stored); a consumer's rows/s, Redis bytes and WAL per user as above.`,
+    "",
+    markdownTable(
+      ["Tier", "CPU µs per user", "users/s per unit", "unit"],
+      TIERS.map((tier) => [
+        tier,
+        inputs.micros[tier].toFixed(1),
+        formatRate(model.unitRates[tier]),
+        TIER_UNITS[tier],
+      ]),
+      ["left", "right", "right", "left"],
+    ),
+    "",
+    `All tiers: ${model.totalMicros.toFixed(1)} µs of CPU per user.`,
+    "",
+    targetsTable(model),
+  ];
 }
 
 function drainSection(results: BenchResults): string {

@@ -175,3 +175,13 @@ Deno.test("renderReport() has the bulk phase's users/s and CPU per user by tier"
   assert.match(report, /\| batch of 100 +\| +60,000 \|/);
   assert.match(report, /\| pipeline \|/);
 });
+
+Deno.test("renderReport() adds the capacity model at 100 users per request when the bulk phase ran", async () => {
+  const results = await quickResults();
+  const without = renderReport(results, evaluateTargets(results));
+  assert.doesNotMatch(without, /### At 100 users per request/);
+  const withBulk = { ...results, bulk: bulkResult() };
+  const report = renderReport(withBulk, evaluateTargets(withBulk));
+  assert.match(report, /### At 100 users per request/);
+  assert.match(report, /All tiers: 12\.0 µs of CPU per user\./);
+});
