@@ -36,6 +36,11 @@ export class WriteUnconfirmedError extends Error {
    * earlier request's, when this one found the key seen). Set by the caller.
    */
   queuedAs?: string;
+  /**
+   * For a push of several users with an idempotency key: every id its key is
+   * queued under, in order ({@linkcode queuedAs} is the first). Set by the caller.
+   */
+  queuedAsAll?: readonly string[];
 
   constructor(what: string, { wanted, confirmed, timeoutMs, pushed = 0 }: UnconfirmedWrite) {
     super(

@@ -28,7 +28,7 @@ export {
 } from "./batch.ts";
 export { WriteUnconfirmedError } from "./confirmed_write.ts";
 export { IdempotencyConflictError, QueueFullError } from "./push_errors.ts";
-export { ShardedQueue } from "./sharded_queue.ts";
+export { type BatchOptions, ShardedQueue } from "./sharded_queue.ts";
 export {
   DEAD_LETTER_KINDS,
   type DeadLetter,

@@ -62,7 +62,7 @@ export type OverviewReply = [
   string | null,
 ];
 
-/** The raw reply of the keyed enqueue script: see `lua/enqueue_once.lua`. */
+/** The raw reply of the keyed enqueue script, its ids joined by spaces: see `lua/enqueue_once.lua`. */
 export type EnqueueOnceReply = -2 | 0 | [1 | 2 | 3, string];
 
 /** The raw reply of the fetch script: see `lua/fetch.lua`. */
@@ -73,17 +73,18 @@ export const ENQUEUE = defineScript({
   name: "queueEnqueue",
   lua: resolveIncludes("enqueue.lua", FILES),
   keys: ["queue", "queuedIds"],
-  args: ["deadline", "maxLength", "count"],
+  args: ["deadline", "maxLength", "count", "whole"],
   restArgs: true,
   reply: reply<number>(),
 });
 
-/** `lua/enqueue_once.lua`. */
+/** `lua/enqueue_once.lua`; rest: the envelopes, then their ids, then their names. */
 export const ENQUEUE_ONCE = defineScript({
   name: "queueEnqueueOnce",
   lua: resolveIncludes("enqueue_once.lua", FILES),
   keys: ["queue", "queuedIds", "record"],
-  args: ["deadline", "maxLength", "payload", "id", "name", "ttlSeconds"],
+  args: ["deadline", "maxLength", "ttlSeconds", "count"],
+  restArgs: true,
   reply: reply<EnqueueOnceReply>(),
 });
 

@@ -40,7 +40,7 @@ export interface PushOptions {
   readonly confirmedWrites?: ConfirmedWrites;
 }
 
-/** Options of {@linkcode ShardPushes.enqueueFitting}. */
+/** Options of {@linkcode ShardPushes.enqueueFitting} and {@linkcode ShardPushes.enqueueWhole}. */
 export interface FittingOptions {
   /** The most items the list may hold after the push. */
   readonly maxLength: number;
@@ -99,19 +99,26 @@ export class ShardPushes {
   }
 
   /**
-   * Queues `user` once for the client's idempotency `key`, under the key's
-   * record (see `lua/enqueue_once.lua`): the push and the record in one
-   * step. Resolves with the id the key is queued under, this user's if this
-   * call pushed it, or the one of the earlier request with the same key and
-   * name; rejects with {@linkcode IdempotencyConflictError} when that earlier
-   * request named another user, with {@linkcode QueueFullError} when the list
-   * holds `maxLength` items. The
-   * record lives `ttlSeconds` from the push.
+   * Queues `user` once for the client's idempotency `key`: {@linkcode enqueueAllOnce} for one user.
+   * Resolves with the id the key is queued under.
    */
-  async enqueueOnce(
-    user: UserEnvelope,
+  async enqueueOnce(user: UserEnvelope, options: OnceOptions): Promise<string> {
+    const [id] = await this.enqueueAllOnce([user], options);
+    return id!;
+  }
+
+  /**
+   * Queues `users`, all or none, once for the client's idempotency `key`, under the key's record
+   * (see `lua/enqueue_once.lua`): the push and the record in one step. Resolves with the ids the
+   * key is queued under, in order: these users' if this call pushed them, or those of the earlier
+   * request with the same key and names; rejects with {@linkcode IdempotencyConflictError} when
+   * that earlier request named other users, with {@linkcode QueueFullError} when the list cannot
+   * take them all under `maxLength`. The record lives `ttlSeconds` from the push.
+   */
+  async enqueueAllOnce(
+    users: readonly UserEnvelope[],
     { key, maxLength, ttlSeconds }: OnceOptions,
-  ): Promise<string> {
+  ): Promise<string[]> {
     const since = Date.now();
     const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
     const [reply, replicas] = await this.#confirmed(ENQUEUE_ONCE, {
@@ -120,25 +127,38 @@ export class ShardPushes {
         queuedIds: this.keys.queuedIds,
         record: this.keys.idempotencyPrefix + key,
       },
-      args: {
-        deadline,
-        maxLength,
-        payload: encodeEnvelope(user),
-        id: user.id,
-        name: user.name,
-        ttlSeconds,
-      },
+      args: { deadline, maxLength, ttlSeconds, count: users.length },
+      restArgs: [
+        ...users.map(encodeEnvelope),
+        ...users.map((user) => user.id),
+        ...users.map((user) => user.name),
+      ],
     });
     if (reply === -2) throw this.#tooLate();
     if (reply === 0) throw new QueueFullError(maxLength);
-    const [status, id] = reply;
-    if (status === 3) throw new IdempotencyConflictError(id);
+    const [status, joined] = reply;
+    const ids = joined.split(" ");
+    if (status === 3) throw new IdempotencyConflictError(ids[0]!);
     if (replicas < this.#waitReplicas) {
-      const error = this.#unconfirmed(replicas, status === 1 ? 1 : 0);
-      error.queuedAs = id;
+      const error = this.#unconfirmed(replicas, status === 1 ? users.length : 0);
+      error.queuedAs = ids[0];
+      error.queuedAsAll = ids;
       throw error;
     }
-    return id;
+    return ids;
+  }
+
+  /**
+   * Pushes all of `users` or, when they do not fit under `maxLength` together, none (rejecting
+   * with {@linkcode QueueFullError}), as one atomic step; resolves once Redis acknowledged it. The
+   * deadline (`enqueueWithinMs`) counts from `since`.
+   */
+  async enqueueWhole(
+    users: readonly UserEnvelope[],
+    { maxLength, since = Date.now() }: FittingOptions,
+  ): Promise<void> {
+    const pushed = await this.#enqueue(users, { maxLength, since, whole: true });
+    if (pushed < users.length) throw new QueueFullError(maxLength);
   }
 
   /**
@@ -147,14 +167,22 @@ export class ShardPushes {
    * acknowledged it. The deadline (`enqueueWithinMs`) counts from
    * `since`, when the earliest of them asked to be queued.
    */
-  async enqueueFitting(
+  enqueueFitting(
     users: readonly UserEnvelope[],
     { maxLength, since = Date.now() }: FittingOptions,
+  ): Promise<number> {
+    return this.#enqueue(users, { maxLength, since, whole: false });
+  }
+
+  /** `lua/enqueue.lua`: how many of `users` it pushed (`whole`: all or none). */
+  async #enqueue(
+    users: readonly UserEnvelope[],
+    { maxLength, since, whole }: { maxLength: number; since: number; whole: boolean },
   ): Promise<number> {
     const deadline = this.#enqueueWithinMs > 0 ? since + this.#enqueueWithinMs : 0;
     const [pushed, replicas] = await this.#confirmed(ENQUEUE, {
       keys: { queue: this.keys.queue, queuedIds: this.keys.queuedIds },
-      args: { deadline, maxLength, count: users.length },
+      args: { deadline, maxLength, count: users.length, whole: whole ? 1 : 0 },
       restArgs: [...users.map(encodeEnvelope), ...users.map((user) => user.id)],
     });
     if (pushed === -2) throw this.#tooLate();

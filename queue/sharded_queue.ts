@@ -54,6 +54,19 @@ export interface ShardedQueueOptions extends PushOptions {
   readonly keys: readonly QueueKeys[];
 }
 
+/** Options of {@linkcode ShardedQueue.enqueueBatch}. */
+export interface BatchOptions {
+  /** The most items the whole queue may hold; each shard holds at most its share. */
+  readonly maxLength: number;
+  /** When the batch asked to be queued: each push's deadline counts from it. @default now */
+  readonly since?: number;
+  /**
+   * Races each shard's call against the caller's own deadline.
+   * @default no bound of the caller's
+   */
+  readonly bound?: <T>(work: Promise<T>) => Promise<T>;
+}
+
 /** Every shard of one queue; `redis` may be shared by many callers. */
 export class ShardedQueue {
   /** Each shard's pushes, shard 0 first: the API groups its pushes per shard. */
@@ -118,6 +131,58 @@ export class ShardedQueue {
       ...options,
       maxLength: Math.ceil(options.maxLength / this.keys.length),
     });
+  }
+
+  /**
+   * Queues `users`, all or none, once for `options.key` (see
+   * {@linkcode ShardPushes.enqueueAllOnce}): every id must be one
+   * {@linkcode idForKey} minted for the key, so the whole batch is one script call in the key's
+   * shard, atomic. Resolves with the ids the key is queued under, in order.
+   */
+  enqueueBatchOnce(users: readonly UserEnvelope[], options: OnceOptions): Promise<string[]> {
+    const shard = this.shardIndexOfKey(options.key);
+    const stray = users.find((user) => this.shardIndexOf(user.id) !== shard);
+    if (stray !== undefined) {
+      throw new RangeError(`Cannot queue ${stray.id} for its key: not an id of the key's shard`);
+    }
+    return this.pushes[shard]!.enqueueAllOnce(users, {
+      ...options,
+      maxLength: Math.ceil(options.maxLength / this.keys.length),
+    });
+  }
+
+  /**
+   * Queues `users`, grouped by the shard of their ids: one script call per shard, which pushes
+   * that shard's users all or none ({@linkcode ShardPushes.enqueueWhole}) under the shard's share
+   * of `maxLength`, the calls side by side. Resolves, once every call settled, with each user's
+   * outcome in order: `undefined` when queued, else the error of its shard's call
+   * (`QueueFullError`, `WriteUnconfirmedError`, or Redis' failure). `options.bound` races each
+   * call (the caller's answer deadline): its rejection stands for the call's outcome.
+   */
+  async enqueueBatch(
+    users: readonly UserEnvelope[],
+    options: BatchOptions,
+  ): Promise<unknown[]> {
+    const { maxLength, since = Date.now(), bound = (work) => work } = options;
+    const byShard = new Map<number, UserEnvelope[]>();
+    for (const user of users) {
+      const shard = this.shardIndexOf(user.id);
+      const group = byShard.get(shard);
+      if (group === undefined) byShard.set(shard, [user]);
+      else group.push(user);
+    }
+    const share = Math.ceil(maxLength / this.keys.length);
+    const failures = new Map<number, unknown>();
+    await Promise.all(
+      [...byShard].map(async ([shard, group]) => {
+        try {
+          await bound(this.pushes[shard]!.enqueueWhole(group, { maxLength: share, since }));
+        } catch (error) {
+          failures.set(shard, error);
+        }
+      }),
+    );
+    return users.map((user) => failures.get(this.shardIndexOf(user.id)));
   }
 
   /** Registers a consumer in every shard and starts its heartbeats. */

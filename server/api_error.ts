@@ -40,6 +40,14 @@ export const ERROR_CODES = {
     description: "The Idempotency-Key header is not 1 to 255 visible ASCII characters " +
       "(or the server has no queue to record it in, and takes none).",
   },
+  invalid_batch: {
+    status: 400,
+    description: "The body of POST /users/batch is JSON but not an array of users.",
+  },
+  invalid_ndjson: {
+    status: 400,
+    description: "A line of an NDJSON batch is blank or not JSON; `line` names it (from 1).",
+  },
   invalid_id: { status: 400, description: "The id in the path is not a UUID." },
   invalid_query: {
     status: 400,
@@ -62,7 +70,15 @@ export const ERROR_CODES = {
     status: 405,
     description: "The path exists but not with this method (see `Allow`).",
   },
-  body_too_large: { status: 413, description: "The body is larger than BODY_LIMIT_BYTES." },
+  body_too_large: {
+    status: 413,
+    description: "The body is larger than BODY_LIMIT_BYTES (BATCH_BODY_LIMIT_BYTES for " +
+      "POST /users/batch).",
+  },
+  too_many_items: {
+    status: 413,
+    description: "A batch holds more than BATCH_MAX_ITEMS users; nothing was queued.",
+  },
   unsupported_media_type: {
     status: 415,
     description: "The Content-Type or its charset cannot be read as JSON.",
@@ -71,6 +87,12 @@ export const ERROR_CODES = {
     status: 422,
     description: "The Idempotency-Key already queued a user with another name within its " +
       "retention; nothing was queued.",
+  },
+  empty_batch: { status: 422, description: "A batch holds no user; nothing was queued." },
+  invalid_items: {
+    status: 422,
+    description: "Users of a batch are invalid: `items` lists each by its `index` (from 0) " +
+      "with its own code (invalid_body or invalid_name) and message; nothing was queued.",
   },
   internal_error: { status: 500, description: "A bug; the replica logged it." },
   queue_full: {
@@ -107,6 +129,26 @@ export interface ErrorBody {
    * it. Absent on every other answer.
    */
   readonly id?: string;
+  /** The NDJSON line (from 1) an `invalid_ndjson` names. */
+  readonly line?: number;
+  /**
+   * A batch's items: the invalid ones of an `invalid_items`, or every item of a batch refused
+   * 503, each with the id minted for it.
+   */
+  readonly items?: readonly ItemError[];
+}
+
+/** What went wrong with one item of a batch (`index`) or what happened to it (`id`). */
+export interface ItemError {
+  /** Its place in the request, from 0, in an `invalid_items`. */
+  readonly index?: number;
+  /** The id minted for it, in a refused batch. */
+  readonly id?: string;
+  /** 503, in a refused batch. */
+  readonly status?: 503;
+  readonly code: ErrorCode;
+  /** What is wrong with it, in an `invalid_items`. */
+  readonly message?: string;
 }
 
 /** What an error answer says besides its code: see {@linkcode ErrorBody}. */
@@ -115,11 +157,18 @@ export interface ErrorDetail {
   readonly message: string;
   /** The minted id of a user the refusal may have queued. */
   readonly id?: string;
+  /** The NDJSON line at fault. */
+  readonly line?: number;
+  /** A batch's items (see {@linkcode ErrorBody.items}). */
+  readonly items?: readonly ItemError[];
 }
 
 /** The body of an error answer, for a response built outside the app (`main.ts`). */
-export function errorBody(code: ErrorCode, { message, id }: ErrorDetail): ErrorBody {
-  return id === undefined ? { error: message, code } : { error: message, code, id };
+export function errorBody(code: ErrorCode, { message, id, line, items }: ErrorDetail): ErrorBody {
+  if (line === undefined && items === undefined) {
+    return id === undefined ? { error: message, code } : { error: message, code, id };
+  }
+  return { error: message, code, ...(line === undefined ? { items } : { line }) };
 }
 
 /**
@@ -132,11 +181,20 @@ export class ApiError extends HTTPException {
   readonly code: ErrorCode;
   /** The minted id of a user this refusal may have queued (see {@linkcode ErrorBody}). */
   readonly id?: string;
+  /** The NDJSON line at fault (see {@linkcode ErrorBody}). */
+  readonly line?: number;
+  /** A batch's items (see {@linkcode ErrorBody}). */
+  readonly items?: readonly ItemError[];
 
-  constructor(code: ErrorCode, { message, cause, id }: ErrorDetail & { readonly cause?: unknown }) {
+  constructor(
+    code: ErrorCode,
+    { message, cause, id, line, items }: ErrorDetail & { readonly cause?: unknown },
+  ) {
     super(ERROR_CODES[code].status, { message, cause });
     this.code = code;
     if (id !== undefined) this.id = id;
+    if (line !== undefined) this.line = line;
+    if (items !== undefined) this.items = items;
   }
 }
 

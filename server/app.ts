@@ -33,7 +33,8 @@ import { SharedDeadline } from "@users-pipeline/runtime/deadline";
 import { aliveResponse, Readiness } from "@users-pipeline/runtime/readiness";
 import { isUnreachable } from "@users-pipeline/runtime/postgres_options";
 import type { StoredUser } from "@users-pipeline/schema";
-import { ApiError, errorBody } from "./api_error.ts";
+import { ApiError, errorBody, type ErrorCode, type ItemError } from "./api_error.ts";
+import { NDJSON, parseBatch } from "./batch_body.ts";
 import { IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, parseIdempotencyKey } from "./idempotency_key.ts";
 import { type AdminOptions, adminRoutes, intParam } from "./admin_routes.ts";
 import { dashboardRoutes } from "./dashboard.ts";
@@ -76,6 +77,11 @@ export interface AppOptions {
    * @default Infinity
    */
   acceptTimeoutMs?: number;
+  /**
+   * `POST /users/batch` (its keyed form uses {@linkcode acceptOnce}'s `newId`); absent: the route
+   * answers 404. @default none
+   */
+  batch?: BatchOptions;
   /** Answers `GET /readyz`. @default ready whenever the app answers */
   readiness?: Readiness;
   /** Largest accepted body in bytes. @default 16384 */
@@ -95,6 +101,27 @@ export interface AppOptions {
   metrics?: ApiMetrics;
 }
 
+/** How the app queues a batch: `queue_accept.ts` wires `ShardedQueue`'s batch pushes. */
+export interface BatchOptions {
+  /**
+   * Queues `users`, each shard's share all or none, `bound` racing each shard's call; resolves
+   * with each user's outcome in order: `undefined` when queued, else why not (a push's error).
+   */
+  accept(
+    users: readonly UserEnvelope[],
+    bound: <T>(work: Promise<T>) => Promise<T>,
+  ): Promise<unknown[]>;
+  /**
+   * Queues `users` (ids minted for `key`), all or none, once per key; resolves with the ids the
+   * key is queued under; rejects as {@linkcode AppOptions.acceptOnce}'s `accept`.
+   */
+  acceptOnce(users: readonly UserEnvelope[], key: string): Promise<string[]>;
+  /** Most users in one batch. @default 1000 */
+  maxItems?: number;
+  /** Largest batch body in bytes. @default 1048576 */
+  bodyLimitBytes?: number;
+}
+
 // curl -d sends application/x-www-form-urlencoded; the course's command must
 // work as written, so that type is read as JSON too (the body must still be JSON).
 const ACCEPTED_TYPES = new Set([
@@ -105,6 +132,20 @@ const ACCEPTED_TYPES = new Set([
 
 // The id names it in the OpenAPI document (`openapi.ts`); validation is unchanged.
 const userBody = z.strictObject({ name: z.string() }).meta({ id: "NewUser" });
+
+/** Most users in one batch without `batch.maxItems` (BATCH_MAX_ITEMS' default). */
+const DEFAULT_BATCH_ITEMS = 1_000;
+/** Largest batch body without `batch.bodyLimitBytes` (BATCH_BODY_LIMIT_BYTES' default). */
+const DEFAULT_BATCH_BODY_BYTES = 1_048_576;
+
+/** What a batch may be sent as: what `POST /users` takes, and NDJSON. */
+const BATCH_TYPES = new Set([...ACCEPTED_TYPES, NDJSON]);
+
+/**
+ * A batch refused 503 names the least settled of its items' codes: `queue_unavailable` (the push
+ * may have run), then `unconfirmed` (it ran), then `queue_full` (it did not).
+ */
+const REFUSAL_ORDER: readonly ErrorCode[] = ["queue_unavailable", "unconfirmed", "queue_full"];
 
 /** Most users one `GET /users?limit=N` lists: a page, not an export. */
 export const MAX_LIST_LIMIT = 1_000;
@@ -141,6 +182,7 @@ export function createApp(options: AppOptions): Hono {
     onUnexpectedError = () => {},
     newId = uuidv7,
     metrics,
+    batch,
   } = options;
   const app = new Hono();
   const limits = { body: bodyLimitBytes, discard: discardLimitBytes };
@@ -166,7 +208,7 @@ export function createApp(options: AppOptions): Hono {
       const queuedAs = await inTime(acceptOnce!.accept(user, key));
       return { id: queuedAs, replayed: queuedAs !== id };
     } catch (error) {
-      return acceptFailure(error, id);
+      throw refusalOf(error, id);
     }
   };
 
@@ -189,6 +231,52 @@ export function createApp(options: AppOptions): Hono {
     c.header("Location", `/users/${id}`);
     return c.json({ id }, 202);
   });
+
+  if (batch !== undefined) {
+    const batchLimits = {
+      body: batch.bodyLimitBytes ?? DEFAULT_BATCH_BODY_BYTES,
+      discard: discardLimitBytes,
+    };
+    const maxItems = batch.maxItems ?? DEFAULT_BATCH_ITEMS;
+    app.post("/users/batch", async (c) => {
+      const type = checkContentType(c.req.header("Content-Type"), BATCH_TYPES);
+      const body = decodeBody(await readBody(c, batchLimits));
+      const key = parseIdempotencyKey(c.req.header(IDEMPOTENCY_KEY), acceptOnce !== undefined);
+      const values = parseBatch(body, { ndjson: type === NDJSON, maxItems });
+      const names = batchNames(values);
+      const enqueuedAt = Date.now();
+      const users = names.map((name) => ({
+        id: key === undefined ? newId() : acceptOnce!.newId(key),
+        name,
+        enqueued_at: enqueuedAt,
+      }));
+      if (key !== undefined) {
+        const ids = await inTime(batch.acceptOnce(users, key)).catch((error) => {
+          const refusal = refusalOf(error, undefined);
+          if (refusal.status !== 503) throw refusal;
+          // Every id the key is queued under (or was to be): a retry with the key settles them.
+          const ids = (error as WriteUnconfirmedError).queuedAsAll ?? users.map((user) => user.id);
+          throw refusedBatch(ids.map((id) => ({ id, status: 503, code: refusal.code })));
+        });
+        const replayed = ids[0] !== users[0]!.id;
+        if (replayed) c.header(IDEMPOTENT_REPLAYED, "true");
+        else metrics?.countBatch(users.length, []);
+        return c.json({ items: ids.map((id) => ({ id })) }, 202);
+      }
+      const outcomes = await batch.accept(users, inTime);
+      const items = users.map(({ id }, i) =>
+        outcomes[i] === undefined
+          ? { id, status: 202 as const }
+          : { id, status: 503 as const, code: refusalOf(outcomes[i], id).code }
+      );
+      const refused = items.flatMap((item) => item.status === 503 ? [item.code] : []);
+      metrics?.countBatch(users.length - refused.length, refused);
+      if (refused.length === 0) return c.json({ items: users.map(({ id }) => ({ id })) }, 202);
+      if (refused.length === users.length) throw refusedBatch(items as ItemError[]);
+      c.header("Retry-After", String(retryAfterSeconds));
+      return c.json({ items }, 207);
+    });
+  }
 
   app.get("/users/:id", async (c) => {
     const id = c.req.param("id").toLowerCase();
@@ -221,6 +309,10 @@ export function createApp(options: AppOptions): Hono {
         maxListLimit: MAX_LIST_LIMIT,
         defaultListLimit: DEFAULT_LIST_LIMIT,
         metrics: metrics !== undefined,
+        batch: batch === undefined ? undefined : {
+          maxItems: batch.maxItems ?? DEFAULT_BATCH_ITEMS,
+          bodyLimitBytes: batch.bodyLimitBytes ?? DEFAULT_BATCH_BODY_BYTES,
+        },
       }),
     ));
 
@@ -236,6 +328,14 @@ export function createApp(options: AppOptions): Hono {
       message: `${c.req.method} is not allowed on /users`,
     });
   });
+  if (batch !== undefined) {
+    app.on(["PUT", "PATCH", "DELETE"], "/users/batch", (c) => {
+      c.header("Allow", "POST");
+      throw new ApiError("method_not_allowed", {
+        message: `${c.req.method} is not allowed on /users/batch`,
+      });
+    });
+  }
 
   app.notFound((c) =>
     c.json(errorBody("not_found", { message: `no route for ${c.req.method} ${c.req.path}` }), 404)
@@ -245,7 +345,7 @@ export function createApp(options: AppOptions): Hono {
     if (error instanceof ApiError) {
       if (error.status === 503) c.header("Retry-After", String(retryAfterSeconds));
       if (error.id !== undefined) c.header("Location", `/users/${error.id}`);
-      return c.json(errorBody(error.code, { message: error.message, id: error.id }), error.status);
+      return c.json(errorBody(error.code, error), error.status);
     }
     // An answer built whole where the request was refused (the 413 that drops its connection).
     if (error instanceof HTTPException) return error.getResponse();
@@ -256,13 +356,16 @@ export function createApp(options: AppOptions): Hono {
   return app;
 }
 
-/** A refusal of a push as its answer; `id` is the id the user was to be queued under. */
-function acceptFailure(error: unknown, id: string): never {
+/**
+ * A refusal of a push as its answer; `id` is the id the user was to be queued under (none for a
+ * batch, whose answer lists its items' ids).
+ */
+function refusalOf(error: unknown, id: string | undefined): ApiError {
   if (error instanceof QueueFullError) {
-    throw new ApiError("queue_full", { message: "queue is full, retry later", cause: error });
+    return new ApiError("queue_full", { message: "queue is full, retry later", cause: error });
   }
   if (error instanceof IdempotencyConflictError) {
-    throw new ApiError("idempotency_key_reused", {
+    return new ApiError("idempotency_key_reused", {
       message: `${IDEMPOTENCY_KEY} was already used for a user with another name`,
       cause: error,
     });
@@ -271,18 +374,51 @@ function acceptFailure(error: unknown, id: string): never {
   // lost or late), so it names the id: GET /users/{id} settles what happened.
   if (error instanceof WriteUnconfirmedError) {
     // Pushed, but not known to survive a failover: not accepted (it may still be stored).
-    throw new ApiError("unconfirmed", {
+    return new ApiError("unconfirmed", {
       message: "queue could not confirm the user on enough replicas, retry later",
       cause: error,
       // A key seen before is queued under its first request's id, which settles it.
       id: error.queuedAs ?? id,
     });
   }
-  throw new ApiError("queue_unavailable", {
+  return new ApiError("queue_unavailable", {
     message: "queue is unavailable, retry later",
     cause: error,
     id,
   });
+}
+
+/** The 503 to a batch none of whose `items` was queued, under the least settled of their codes. */
+function refusedBatch(items: readonly ItemError[]): ApiError {
+  const code = REFUSAL_ORDER.find((code) => items.some((item) => item.code === code)) ??
+    items[0]!.code;
+  return new ApiError(code, {
+    message: "no user of the batch was queued, retry later: each item says why",
+    items,
+  });
+}
+
+/**
+ * The trimmed names of a batch's items; a 422 when it is empty, or listing every invalid item
+ * (by index, with the code and message `POST /users` would answer it) when any is.
+ */
+function batchNames(values: readonly unknown[]): string[] {
+  if (values.length === 0) {
+    throw new ApiError("empty_batch", { message: "a batch must hold at least one user" });
+  }
+  const invalid: ItemError[] = [];
+  const names = values.map((value, index) => {
+    const checked = checkUser(value, "item");
+    if (typeof checked !== "string") invalid.push({ index, ...checked });
+    return checked as string;
+  });
+  if (invalid.length > 0) {
+    throw new ApiError("invalid_items", {
+      message: `${invalid.length} of the ${values.length} users are invalid: nothing was queued`,
+      items: invalid,
+    });
+  }
+  return names;
 }
 
 /** The most bytes of a body accepted (`body`), and read before its 413 (`discard`). */
@@ -399,12 +535,18 @@ function readFailure(error: unknown): never {
   throw error;
 }
 
-/** 415 for a body type we cannot read as JSON (`header`: the request's Content-Type). */
-function checkContentType(header: string | undefined): void {
-  if (header === undefined) return;
+/**
+ * 415 for a body type we cannot read (`header`: the request's Content-Type; `accepted`: the types
+ * besides `application/*+json`); the type, lowercased, when there is one.
+ */
+function checkContentType(
+  header: string | undefined,
+  accepted: ReadonlySet<string> = ACCEPTED_TYPES,
+): string | undefined {
+  if (header === undefined) return undefined;
   const [type = "", ...params] = header.split(";").map((part) => part.trim().toLowerCase());
   const charset = params.find((p) => p.startsWith("charset="))?.slice(8).replaceAll('"', "");
-  if (!(ACCEPTED_TYPES.has(type) || /^application\/[a-z0-9.+-]+\+json$/.test(type))) {
+  if (!(accepted.has(type) || /^application\/[a-z0-9.+-]+\+json$/.test(type))) {
     throw new ApiError("unsupported_media_type", {
       message: `Content-Type ${type || "(empty)"} is not supported: send application/json`,
     });
@@ -414,6 +556,7 @@ function checkContentType(header: string | undefined): void {
       message: `charset ${charset} is not supported: send utf-8`,
     });
   }
+  return type;
 }
 
 // Fatal: the lenient decoding of `c.req.text()` would turn bytes that are not
@@ -440,19 +583,31 @@ export function parseUser(body: string): string {
       message: 'body must be valid JSON such as {"name": "Ada"}',
     });
   }
+  const checked = checkUser(value, "body");
+  if (typeof checked !== "string") throw new ApiError(checked.code, checked);
+  return checked;
+}
+
+/**
+ * The trimmed, valid name of a user parsed from JSON (`what`: the body, or an item of a batch),
+ * or the code and message of what is wrong with it.
+ */
+function checkUser(
+  value: unknown,
+  what: string,
+): string | { code: "invalid_body" | "invalid_name"; message: string } {
   const parsed = userBody.safeParse(value);
   if (!parsed.success) {
-    throw new ApiError("invalid_body", { message: describeIssue(parsed.error.issues[0], value) });
+    return { code: "invalid_body", message: describeIssue(parsed.error.issues[0], value, what) };
   }
   const name = parsed.data.name.trim();
   const problem = nameProblem(name);
-  if (problem !== undefined) throw new ApiError("invalid_name", { message: problem });
-  return name;
+  return problem === undefined ? name : { code: "invalid_name", message: problem };
 }
 
-function describeIssue(issue: z.core.$ZodIssue | undefined, value: unknown): string {
+function describeIssue(issue: z.core.$ZodIssue | undefined, value: unknown, what: string): string {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    return 'body must be a JSON object such as {"name": "Ada"}';
+    return `${what} must be a JSON object such as {"name": "Ada"}`;
   }
   if (issue?.code === "unrecognized_keys") {
     return `unexpected field${issue.keys.length > 1 ? "s" : ""} ${

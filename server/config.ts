@@ -29,6 +29,13 @@ export const serverVars = {
    * `OVERSIZED_BODY_DISCARD_BYTES`, `app.ts`) so that a client that sends it whole reads the 413.
    */
   BODY_LIMIT_BYTES: intVar(64, 1_048_576).default(16_384),
+  /** Most users one `POST /users/batch` may carry; more is a 413 `too_many_items`. */
+  BATCH_MAX_ITEMS: intVar(1, 100_000).default(1_000),
+  /**
+   * Largest `POST /users/batch` body; a bigger one gets 413 as `BODY_LIMIT_BYTES` does. 1 MiB
+   * holds 1,000 users whose names are 200 characters of 4 bytes each in UTF-8.
+   */
+  BATCH_BODY_LIMIT_BYTES: intVar(64, 16_777_216).default(1_048_576),
   /**
    * With N > 0 a push is answered 202 only once `WAIT N` says N replicas
    * hold it: a failover then cannot lose an accepted user. 0: no waiting

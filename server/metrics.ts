@@ -1,6 +1,8 @@
 /**
  * The API's Prometheus metrics: every request by route pattern and status,
- * its duration, the users accepted and the `POST /users` refused by reason.
+ * its duration, the users accepted (one a `POST /users`, any number a
+ * `POST /users/batch`), the `POST /users` refused by reason, and the users of
+ * batches refused by reason: users per second, whatever the requests carry.
  * {@linkcode ApiMetrics.middleware} counts, and `GET /metrics` answers with
  * {@linkcode ApiMetrics.response} (both wired by `createApp`'s `metrics`).
  *
@@ -20,7 +22,7 @@ import {
   METRIC_PREFIX,
   metricsResponse,
 } from "@users-pipeline/runtime/metrics_registry";
-import { ApiError } from "./api_error.ts";
+import { ApiError, type ErrorCode } from "./api_error.ts";
 
 /** Why `POST /users` was refused: the queue at its bound, Redis failing, or a bad request (4xx). */
 export type Rejection = "full" | "unavailable" | "unconfirmed" | "invalid";
@@ -74,6 +76,7 @@ export class ApiMetrics {
   readonly #duration: Histogram<"method" | "route" | "status">;
   readonly #accepted: Counter;
   readonly #rejected: Counter<"reason">;
+  readonly #batchRefused: Counter<"reason">;
 
   constructor(options: ApiMetricsOptions) {
     const { replica, processMetrics = true } = options;
@@ -95,7 +98,8 @@ export class ApiMetrics {
     });
     this.#accepted = new Counter({
       name: `${METRIC_PREFIX}users_accepted_total`,
-      help: "Users accepted by POST /users (answered 202: durably queued).",
+      help: "Users accepted (durably queued): by POST /users (answered 202), and the items of " +
+        "POST /users/batch answered 202 (alone or in a 207).",
       registers,
     });
     this.#rejected = new Counter({
@@ -106,8 +110,28 @@ export class ApiMetrics {
       labelNames: ["reason"],
       registers,
     });
+    this.#batchRefused = new Counter({
+      name: `${METRIC_PREFIX}batch_users_refused_total`,
+      help: "Users of POST /users/batch refused 503 (in a 207 or a 503), by reason: full, " +
+        "unavailable, unconfirmed (as for enqueue_rejections_total). A batch refused 4xx " +
+        "counts as a request only.",
+      labelNames: ["reason"],
+      registers,
+    });
     // Every reason from the start, so a rate() over it is 0 rather than absent.
     for (const reason of REJECTIONS) this.#rejected.inc({ reason }, 0);
+    for (const reason of REJECTIONS.slice(0, 3)) this.#batchRefused.inc({ reason }, 0);
+  }
+
+  /**
+   * Counts the users of one `POST /users/batch`: `accepted` queued by it (none for a repeat of a
+   * key's batch), and one refusal per code of `refused`, its items answered 503.
+   */
+  countBatch(accepted: number, refused: readonly ErrorCode[]): void {
+    if (accepted > 0) this.#accepted.inc(accepted);
+    for (const code of refused) {
+      this.#batchRefused.inc({ reason: rejectionOfCode(code) });
+    }
   }
 
   /** Counts and times every request; mount it before the routes. */
@@ -153,6 +177,11 @@ export function rejectionOf(status: number, error: Error | undefined): Rejection
   if (status >= 400 && status < 500) return "invalid";
   if (status !== 503) return undefined;
   if (!(error instanceof ApiError)) return "unavailable";
-  if (error.code === "queue_full") return "full";
-  return error.code === "unconfirmed" ? "unconfirmed" : "unavailable";
+  return rejectionOfCode(error.code);
+}
+
+/** Why a user was refused 503 with `code`. */
+function rejectionOfCode(code: ErrorCode): Exclude<Rejection, "invalid"> {
+  if (code === "queue_full") return "full";
+  return code === "unconfirmed" ? "unconfirmed" : "unavailable";
 }

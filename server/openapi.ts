@@ -2,7 +2,7 @@
  * The OpenAPI 3.1 document of the public routes, which `createApp` serves at
  * `GET /openapi.json`: `POST /users`, `GET /users/{id}`, `GET /users`,
  * `GET /healthz`, `GET /readyz`, `GET /metrics` (when the app has metrics)
- * and `GET /openapi.json` itself.
+ * and `GET /openapi.json` itself, and `POST /users/batch` when the app takes batches.
  *
  * It is generated from the zod schemas the code uses: the body schema
  * `POST /users` validates with (`app.ts` hands it over, so the document
@@ -41,6 +41,8 @@ export interface OpenApiOptions {
   readonly defaultListLimit: number;
   /** Whether the app serves `GET /metrics`. */
   readonly metrics: boolean;
+  /** `POST /users/batch`'s bounds, when the app serves it. @default none */
+  readonly batch?: { readonly maxItems: number; readonly bodyLimitBytes: number };
 }
 
 /** An OpenAPI 3.1 document, as JSON. */
@@ -52,6 +54,33 @@ export type OpenApiDocument = ReturnType<OpenAPIHono["getOpenAPI31Document"]>;
 // built from `api_error.ts`, the codes' one list.
 const accepted = z.object({ id: z.uuid().describe("the id the API minted (UUIDv7)") })
   .meta({ id: "Accepted", description: "The user is durably queued." });
+const batchAccepted = z.object({
+  items: z.array(accepted).describe("one per user, in the request's order"),
+}).meta({ id: "BatchAccepted", description: "Every user of the batch is durably queued." });
+const batchPartly = z.object({
+  items: z.array(z.union([
+    z.object({ id: z.uuid(), status: z.literal(202) }),
+    z.object({
+      id: z.uuid(),
+      status: z.literal(503),
+      code: z.enum(["queue_full", "queue_unavailable", "unconfirmed"]),
+    }),
+  ])).describe("one per user, in the request's order: 202 queued, or 503 with its code"),
+}).meta({ id: "BatchPartlyAccepted" });
+/** The extra fields of a batch's error answers: the NDJSON line, the items. */
+const batchErrorFields = {
+  line: z.int().min(1).optional().describe("with invalid_ndjson: the line at fault, from 1"),
+  items: z.array(z.object({
+    index: z.int().min(0).optional().describe("with invalid_items: the item's place, from 0"),
+    id: z.uuid().optional().describe("on a 503: the id minted for the item"),
+    status: z.literal(503).optional(),
+    code: z.string().describe("the item's own code"),
+    message: z.string().optional(),
+  })).optional().describe(
+    "with invalid_items: each invalid item; on a 503: every item, with its id and code " +
+      "(settled as a single 503 is, by GET /users/{id})",
+  ),
+};
 const userList = z.object({ users: z.array(storedUser).describe("newest first") })
   .meta({ id: "UserList" });
 
@@ -76,7 +105,7 @@ const ANY_ROUTE: readonly ErrorCode[] = ["internal_error"];
  * The error answers a route gives, one per status, each saying which codes it
  * carries and what they mean; the schema lists exactly those codes.
  */
-function errors(codes: readonly ErrorCode[], { mayHaveQueued = false } = {}) {
+function errors(codes: readonly ErrorCode[], { mayHaveQueued = false, batch = false } = {}) {
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of [...codes, ...ANY_ROUTE]) {
     const { status } = ERROR_CODES[code];
@@ -98,6 +127,7 @@ function errors(codes: readonly ErrorCode[], { mayHaveQueued = false } = {}) {
             ),
           }
           : {}),
+        ...(batch ? batchErrorFields : {}),
       });
       const meanings = list.map((code) => `\`${code}\`: ${ERROR_CODES[code].description}`);
       const answer = json(meanings.join(" "), schema);
@@ -174,6 +204,66 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
       ], { mayHaveQueued: true }),
     },
   });
+
+  if (options.batch !== undefined) {
+    const { maxItems, bodyLimitBytes: batchLimit } = options.batch;
+    const users = z.array(userBody).min(1).max(maxItems);
+    registry.registerPath({
+      method: "post",
+      path: "/users/batch",
+      operationId: "createUsers",
+      summary: "Accept many users in one request, with a result per user",
+      request: {
+        headers: z.object({
+          "Idempotency-Key": z.string().regex(/^[\x21-\x7e]{1,255}$/).optional().describe(
+            "Optional, as on POST /users: the same key again with the same users (names after " +
+              "trimming, in order) gets the same 202 and ids, with `Idempotent-Replayed: true`, " +
+              "and queues nothing again; with other users, 422 `idempotency_key_reused`. A keyed " +
+              "batch is queued all or none.",
+          ),
+        }),
+        body: {
+          required: true,
+          description: `1 to ${maxItems} users, each as POST /users takes one, UTF-8, at most ` +
+            `${batchLimit} bytes: a JSON array, or NDJSON (\`application/x-ndjson\`, one user a ` +
+            "line; the last line may end with a newline, a blank line is refused). Any invalid " +
+            "item refuses the whole batch (422 invalid_items, listing each).",
+          content: {
+            ...Object.fromEntries(
+              [...options.contentTypes].map((type) => [type, { schema: users }]),
+            ),
+            "application/x-ndjson": { schema: z.string().describe("one NewUser a line") },
+          },
+        },
+      },
+      responses: {
+        202: json("Accepted: every user is durably queued", batchAccepted),
+        207: {
+          ...json(
+            "Partly accepted: the users of some shards were refused, all or none per shard",
+            batchPartly,
+          ),
+          headers: retryAfter,
+        },
+        ...errors([
+          "invalid_utf8",
+          "invalid_json",
+          "invalid_batch",
+          "invalid_ndjson",
+          "invalid_idempotency_key",
+          "body_too_large",
+          "too_many_items",
+          "unsupported_media_type",
+          "empty_batch",
+          "invalid_items",
+          "idempotency_key_reused",
+          "queue_full",
+          "queue_unavailable",
+          "unconfirmed",
+        ], { batch: true }),
+      },
+    });
+  }
 
   registry.registerPath({
     method: "get",

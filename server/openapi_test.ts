@@ -17,6 +17,10 @@ function fakeApp(full: boolean): Hono {
     ...(full
       ? {
         metrics: new ApiMetrics({ replica: "server-1", processMetrics: false }),
+        batch: {
+          accept: (users) => Promise.resolve(users.map(() => undefined)),
+          acceptOnce: (users) => Promise.resolve(users.map((user) => user.id)),
+        },
         admin: {
           token: "s3cret-token-of-some-length",
           deadLetters: {

@@ -3,7 +3,9 @@
  * shard's previous call is in flight (or in the same event-loop turn) go to
  * Redis in one script call (`server/grouped_pushes.ts`); a keyed request is
  * pushed alone, its record checked and written in the push's own step, in the
- * key's shard; and no push is waited for longer than REDIS_TIMEOUT_MS: the
+ * key's shard; a batch (`POST /users/batch`) is one call per shard, each
+ * shard's users all or none, or, keyed, one call in the key's shard; and no
+ * push is waited for longer than REDIS_TIMEOUT_MS: the
  * answer is then a 503, and the queue's own deadline makes the late push void.
  *
  * @module
@@ -15,7 +17,8 @@ import type { AppOptions } from "./app.ts";
 import type { ServerConfig } from "./config.ts";
 
 /** What {@linkcode queueAccept} uses of the queue. */
-export interface AcceptingQueue extends Pick<ShardedQueue, "idForKey" | "enqueueOnce"> {
+export interface AcceptingQueue
+  extends Pick<ShardedQueue, "idForKey" | "enqueueOnce" | "enqueueBatch" | "enqueueBatchOnce"> {
   readonly pushes: readonly FittingQueue[];
   shardIndexOf(id: string): number;
 }
@@ -23,8 +26,15 @@ export interface AcceptingQueue extends Pick<ShardedQueue, "idForKey" | "enqueue
 /** The app's options that accept into `queue`, each shard bounded by its share of the length. */
 export function queueAccept(
   queue: AcceptingQueue,
-  config: Pick<ServerConfig, "QUEUE_MAX_LENGTH" | "IDEMPOTENCY_TTL_SECONDS" | "REDIS_TIMEOUT_MS">,
-): Required<Pick<AppOptions, "accept" | "acceptOnce" | "acceptTimeoutMs">> {
+  config: Pick<
+    ServerConfig,
+    | "QUEUE_MAX_LENGTH"
+    | "IDEMPOTENCY_TTL_SECONDS"
+    | "REDIS_TIMEOUT_MS"
+    | "BATCH_MAX_ITEMS"
+    | "BATCH_BODY_LIMIT_BYTES"
+  >,
+): Required<Pick<AppOptions, "accept" | "acceptOnce" | "acceptTimeoutMs" | "batch">> {
   const pushes = new ShardedPushes(queue.pushes, {
     maxLength: config.QUEUE_MAX_LENGTH,
     shardOf: (id) => queue.shardIndexOf(id),
@@ -41,5 +51,18 @@ export function queueAccept(
         }),
     },
     acceptTimeoutMs: config.REDIS_TIMEOUT_MS,
+    // A batch is pushed by itself, not grouped with others: it is one call per shard already.
+    batch: {
+      accept: (users, bound) =>
+        queue.enqueueBatch(users, { maxLength: config.QUEUE_MAX_LENGTH, bound }),
+      acceptOnce: (users, key) =>
+        queue.enqueueBatchOnce(users, {
+          key,
+          maxLength: config.QUEUE_MAX_LENGTH,
+          ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS,
+        }),
+      maxItems: config.BATCH_MAX_ITEMS,
+      bodyLimitBytes: config.BATCH_BODY_LIMIT_BYTES,
+    },
   };
 }
