@@ -24,7 +24,16 @@ import { depthOf } from "@users-pipeline/harness/queue_fill";
 import { startTestStack } from "@users-pipeline/harness/services";
 import { waitFor } from "@users-pipeline/harness/wait";
 import { benchPostgresOptions } from "./bench_services.ts";
+import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
+import { startApi, taskCommand } from "./deno_task.ts";
 import { type CpuPart, readPartsCpu } from "./end_to_end.ts";
+import { REPO_DIR } from "@users-pipeline/harness/repo";
+import {
+  API_REFUSALS,
+  type ApiRefusal,
+  type ApiRefusalCounts,
+  readApiRefusals,
+} from "./refusals.ts";
 import { onInterrupt } from "./interrupt.ts";
 import { type LoadResult, POST_BODY, runOha } from "./oha.ts";
 import { formatCount, type Progress } from "./progress.ts";
@@ -48,12 +57,17 @@ export interface BulkPlan {
   readonly seconds: number;
   /** Unmeasured load before each run, drained before it starts. */
   readonly warmupSeconds: number;
-  /** oha's connections. */
+  /**
+   * oha's connections at up to {@linkcode BULK_FULL_CONNECTIONS_UP_TO} users per request; fewer
+   * above (see {@linkcode bulkConnections}).
+   */
   readonly connections: number;
   /** Users per request of the `POST /users/batch` runs. */
   readonly usersPerRequest: readonly number[];
   readonly servers: number;
   readonly consumers: number;
+  /** Length of the run that profiles one API replica under batches of 100; 0 skips it. */
+  readonly profileSeconds: number;
 }
 
 /** One closed-loop run and the drain of what it sent. */
@@ -75,6 +89,10 @@ export interface BulkRun {
   readonly microsPerUser: Readonly<Record<BulkPart, number>>;
   /** The machine's busy cores over that time, other tenants included. */
   readonly machineCores: number;
+  /** oha's connections. */
+  readonly connections: number;
+  /** The 503s the API replicas counted during the run, by reason. */
+  readonly refused: ApiRefusalCounts;
 }
 
 /** Everything the bulk phase measured. */
@@ -86,6 +104,29 @@ export interface BulkResult {
   readonly single: BulkRun;
   /** `POST /users/batch`, one run per size, smallest first. */
   readonly batches: readonly BulkRun[];
+  /** One API replica's CPU profile under batches of {@linkcode PROFILED_BATCH} users. */
+  readonly profile?: ProfileSummary;
+}
+
+/** The users per request of the profiled run: the targets' size. */
+export const PROFILED_BATCH = 100;
+
+/** The largest batch oha sends on all of the plan's connections. */
+export const BULK_FULL_CONNECTIONS_UP_TO = 100;
+
+/**
+ * oha's connections for `users` per request: the plan's up to
+ * {@linkcode BULK_FULL_CONNECTIONS_UP_TO} users, then as many as keep the
+ * users in flight at what the plan's connections carry at that size (at least
+ * 4, so that the API replicas each have requests to overlap). In closed loop
+ * every connection always has a request in the API; 64 batches of 1000 is
+ * more work queued in two replicas' event loops than they finish within
+ * REDIS_TIMEOUT_MS, and the API's deadline answers 503 for what the
+ * generator queued, not for what the stack carries.
+ */
+export function bulkConnections(connections: number, users: number): number {
+  if (users <= BULK_FULL_CONNECTIONS_UP_TO) return connections;
+  return Math.max(4, Math.round(connections * BULK_FULL_CONNECTIONS_UP_TO / users));
 }
 
 /** The pipeline's CPU per user: every tier but the load generator. */
@@ -101,11 +142,42 @@ export function batchBody(users: number): string {
   return `[${Array.from({ length: users }, () => POST_BODY).join(",")}]`;
 }
 
+/**
+ * A CPU profile of one more API replica (the `server` task with
+ * `--cpu-prof`, on the stack's Redis, the consumers draining), loaded
+ * directly by oha with batches of {@linkcode PROFILED_BATCH}: where the API's
+ * time per user goes once requests carry many users.
+ */
+async function profileApi(
+  env: Readonly<Record<string, string>>,
+  bodyDir: string,
+  plan: BulkPlan,
+  workDir: string,
+): Promise<ProfileSummary | undefined> {
+  const dir = await Deno.makeTempDir({ dir: workDir, prefix: "bulk-api-profile-" });
+  const bodyPath = `${bodyDir}/profile.json`;
+  await Deno.writeTextFile(bodyPath, batchBody(PROFILED_BATCH));
+  const server = await startApi("bulk-api-profiled", taskCommand("server"), {
+    env: { ...env, REPLICA_ID: "bulk-api-profiled" },
+    cpuProfileDir: dir,
+  });
+  try {
+    await runOha(`${server.url}/users/batch`, {
+      seconds: plan.profileSeconds,
+      connections: bulkConnections(plan.connections, PROFILED_BATCH),
+      bodyPath,
+    });
+  } finally {
+    await server.stop();
+  }
+  return await summariseProfileDir(dir, { repoUrl: `file://${REPO_DIR}/`, top: 12 });
+}
+
 /** Runs the bulk phase on a fresh native stack. */
 export async function runBulk(
   plan: BulkPlan,
   progress: Progress,
-  options: { generator: string },
+  options: { generator: string; workDir: string },
 ): Promise<BulkResult> {
   progress.step(
     `starting the native stack: Traefik, ${plan.servers} API replicas, ${plan.consumers} consumers; oha closed loop, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up`,
@@ -129,6 +201,7 @@ export async function runBulk(
       const depth = await depthOf(redis, queue.keys);
       return depth.queued + depth.processing + depth.retry === 0;
     }, { intervalMs: 20, timeoutMs: 600_000 });
+  const apiUrls = stack.ports.api.map((port) => `http://127.0.0.1:${port}`);
   const groups = [
     ["traefik", [stack.traefik?.pid]],
     ["api", stack.servers.map((s) => s.pid)],
@@ -144,15 +217,18 @@ export async function runBulk(
       bodyPath = `${bodyDir}/${users}.json`;
       await Deno.writeTextFile(bodyPath, batchBody(users));
     }
-    const options = { connections: plan.connections, ...(bodyPath ? { bodyPath } : {}) };
+    const connections = bulkConnections(plan.connections, users);
+    const options = { connections, ...(bodyPath ? { bodyPath } : {}) };
     await runOha(url, { ...options, seconds: plan.warmupSeconds });
     await drained();
     await sql`truncate users`;
+    const refusedBefore = await readApiRefusals(apiUrls);
     const started = performance.now();
     const before = await readPartsCpu(groups);
     const load = await runOha(url, { ...options, seconds: plan.seconds });
     await drained();
     const after = await readPartsCpu(groups);
+    const refusedAfter = await readApiRefusals(apiUrls);
     const seconds = (performance.now() - started) / 1_000;
     const [row] = await sql<{ count: number }[]>`select count(*)::int as count from users`;
     const stored = row?.count ?? 0;
@@ -176,12 +252,22 @@ export async function runBulk(
       seconds,
       microsPerUser,
       machineCores: (after.machine - before.machine) / seconds,
+      connections,
+      refused: Object.fromEntries(
+        API_REFUSALS.map((reason) => [reason, refusedAfter[reason] - refusedBefore[reason]]),
+      ) as Record<ApiRefusal, number>,
     };
     progress.step(
       `${path === "/users" ? "POST /users      " : `batch of ${String(users).padStart(4)}   `} ${
         formatCount(run.usersPerSecond).padStart(7)
-      } users/s (${formatCount(run.requestsPerSecond)} req/s), non-202 ${
-        load.requests - load.accepted
+      } users/s (${
+        formatCount(run.requestsPerSecond)
+      } req/s, ${connections} connections), non-202 ${load.requests - load.accepted}${
+        load.rejected === 0
+          ? ""
+          : ` (the API counted ${
+            API_REFUSALS.map((r) => `${run.refused[r]} ${r}`).join(", ")
+          }; p99 ${load.latencyMs.p99.toFixed(0)} ms)`
       }, ${stored} stored of ${run.acceptedUsers} accepted; CPU µs/user: ${
         BULK_PARTS.map((p) => `${p} ${microsPerUser[p].toFixed(1)}`).join(", ")
       }; pipeline ${pipelineMicrosPerUser(run).toFixed(1)}`,
@@ -193,7 +279,21 @@ export async function runBulk(
     const single = await measure("/users", 1);
     const batches: BulkRun[] = [];
     for (const users of plan.usersPerRequest) batches.push(await measure("/users/batch", users));
-    return { plan, generator: options.generator, single, batches };
+    const profile = plan.profileSeconds > 0
+      ? await profileApi(env, bodyDir, plan, options.workDir)
+      : undefined;
+    if (profile) {
+      progress.step(
+        `profiled one API replica for ${plan.profileSeconds} s under batches of ${PROFILED_BATCH}`,
+      );
+    }
+    return {
+      plan,
+      generator: options.generator,
+      single,
+      batches,
+      ...(profile ? { profile } : {}),
+    };
   } finally {
     redis.disconnect();
     await sql.end({ timeout: 5 });

@@ -283,7 +283,7 @@ async function main(args: BenchArgs): Promise<boolean> {
     }
     if (args.phases.includes("bulk")) {
       progress.phase("5. bulk: POST /users/batch through Traefik, 1 to 1000 users per request");
-      results = { ...results, bulk: await runBulk(plan.bulk, progress, { generator }) };
+      results = { ...results, bulk: await runBulk(plan.bulk, progress, { generator, workDir }) };
     }
   } finally {
     await Deno.remove(workDir, { recursive: true }).catch(() => {});

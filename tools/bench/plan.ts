@@ -63,6 +63,7 @@ export const FULL_PLAN: BenchPlan = {
     usersPerRequest: [1, 10, 100, 1_000],
     servers: 2,
     consumers: 2,
+    profileSeconds: 10,
   },
 };
 
@@ -101,6 +102,7 @@ export const QUICK_PLAN: BenchPlan = {
     usersPerRequest: [1, 10, 100, 1_000],
     servers: 2,
     consumers: 2,
+    profileSeconds: 2,
   },
 };
 
@@ -122,5 +124,11 @@ export const CAPACITY_PLAN: BenchPlan = {
     replicas: [1],
     profileUsers: 0,
   },
-  bulk: { ...QUICK_PLAN.bulk, seconds: 10, warmupSeconds: 2, usersPerRequest: [100] },
+  bulk: {
+    ...QUICK_PLAN.bulk,
+    seconds: 10,
+    warmupSeconds: 2,
+    usersPerRequest: [100],
+    profileSeconds: 0,
+  },
 };

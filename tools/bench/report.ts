@@ -6,7 +6,13 @@
  * @module
  */
 
-import { BULK_PARTS, type BulkPart, pipelineMicrosPerUser } from "./bulk.ts";
+import {
+  BULK_FULL_CONNECTIONS_UP_TO,
+  BULK_PARTS,
+  type BulkPart,
+  pipelineMicrosPerUser,
+  PROFILED_BATCH,
+} from "./bulk.ts";
 import { ANSWER_SLACK_MS, type Check, checkResults, UNSENT_SHARE_MAX } from "./checks.ts";
 import type { ProfileSummary } from "./cpu_profile.ts";
 import {
@@ -722,7 +728,7 @@ function bulkSection(results: BenchResults): string {
     generator: "oha",
   };
   return [
-    `The native stack (Traefik → ${plan.servers} API replicas → Redis → ${plan.consumers} consumers → PostgreSQL, project.env's settings but QUEUE_MAX_LENGTH, set far above what a run queues) loaded through Traefik by ${bulk.generator} in closed loop, ${plan.connections} connections, ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up (drained and the table truncated before the run): \`POST /users\` with one user, then \`POST /users/batch\` with a JSON array of ${
+    `The native stack (Traefik → ${plan.servers} API replicas → Redis → ${plan.consumers} consumers → PostgreSQL, project.env's settings but QUEUE_MAX_LENGTH, set far above what a run queues) loaded through Traefik by ${bulk.generator} in closed loop, ${plan.connections} connections up to ${BULK_FULL_CONNECTIONS_UP_TO} users per request and above it as many as keep the same users in flight (a closed loop always has a request in the API on every connection: more batches of 1000 at once than two replicas finish within REDIS_TIMEOUT_MS would measure the generator's queue, answered by the API's deadline), ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up (drained and the table truncated before the run): \`POST /users\` with one user, then \`POST /users/batch\` with a JSON array of ${
       plan.usersPerRequest.join(", ")
     } users. The consumers drain throughout; each tier's CPU is read from the start of the load until the last accepted user is stored, and divided by the users stored, so a tier's µs per user is its whole cost for a user, ingest and drain. Users/s is the users in the 202s over oha's run. The pipeline is every tier but the load generator.`,
     "",
@@ -733,7 +739,16 @@ function bulkSection(results: BenchResults): string {
       ["× POST /users req/s", (r) => (r.usersPerSecond / bulk.single.requestsPerSecond).toFixed(1)],
       ["p50 ms", (r) => ms(r.load.latencyMs.p50)],
       ["p99 ms", (r) => ms(r.load.latencyMs.p99)],
-      ["non-202", (r) => r.load.requests - r.load.accepted],
+      ["connections", (r) => r.connections],
+      [
+        "non-202",
+        (r) =>
+          r.load.rejected === 0
+            ? r.load.requests - r.load.accepted
+            : `${
+              r.load.requests - r.load.accepted
+            } (API: ${r.refused.full} full, ${r.refused.unavailable} unavailable, ${r.refused.unconfirmed} unconfirmed)`,
+      ],
       [
         "users stored",
         (r) => r.stored === r.acceptedUsers ? `all ${r.stored}` : `${r.stored}/${r.acceptedUsers}`,
@@ -902,6 +917,11 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
     profileTables(
       `Consumer, batch 1000, draining ${formatCount(results.drain.plan.profileUsers)} users`,
       results.drain.profile,
+    ),
+    results.bulk?.profile &&
+    profileTables(
+      `API, POST /users/batch with ${PROFILED_BATCH} users per request, directly under oha (${results.bulk.plan.profileSeconds} s)`,
+      results.bulk.profile,
     ),
     results.drain?.singleProfile &&
     profileTables(

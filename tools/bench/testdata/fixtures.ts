@@ -98,6 +98,8 @@ export function bulkResult(
         generator: 1 * scale,
       },
       machineCores: 1.9,
+      connections: 64,
+      refused: { full: 0, unavailable: 0, unconfirmed: 0 },
     };
   };
   const plan = {
@@ -107,6 +109,7 @@ export function bulkResult(
     usersPerRequest: Object.keys(usersPerSecond).map(Number),
     servers: 2,
     consumers: 2,
+    profileSeconds: 0,
   };
   return {
     plan,
