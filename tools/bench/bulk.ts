@@ -26,7 +26,14 @@ import { waitFor } from "@users-pipeline/harness/wait";
 import { benchPostgresOptions } from "./bench_services.ts";
 import { type ProfileSummary, summariseProfileDir } from "./cpu_profile.ts";
 import { startApi, taskCommand } from "./deno_task.ts";
-import { type CpuPart, readPartsCpu } from "./end_to_end.ts";
+import {
+  type CpuPart,
+  ladderRates,
+  measureRate,
+  type RateContext,
+  type RateRun,
+  readPartsCpu,
+} from "./end_to_end.ts";
 import { REPO_DIR } from "@users-pipeline/harness/repo";
 import {
   API_REFUSALS,
@@ -68,6 +75,28 @@ export interface BulkPlan {
   readonly consumers: number;
   /** Length of the run that profiles one API replica under batches of 100; 0 skips it. */
   readonly profileSeconds: number;
+  /**
+   * The open-model ladder at {@linkcode PROFILED_BATCH} users per request: its rates as
+   * fractions of the closed-loop run's req/s at that size; empty skips it.
+   */
+  readonly openFractions: readonly number[];
+  /** Each open-model rate's length. */
+  readonly openSeconds: number;
+}
+
+/** The open-model ladder with many users per request, end to end. */
+export interface BulkOpenResult {
+  readonly usersPerRequest: number;
+  /** The closed-loop req/s at that size, which the rates are fractions of. */
+  readonly closedLoopRequests: number;
+  /** The ladder, lowest rate first (req/s; users/s is × usersPerRequest). */
+  readonly runs: readonly RateRun[];
+  /** The highest sustained rate in users/s, or 0. */
+  readonly maxSustainedUsers: number;
+  /** The run at half the highest sustained rate, for the latency target. */
+  readonly half?: RateRun;
+  readonly queueMaxLength: number;
+  readonly redisTimeoutMs: number;
 }
 
 /** One closed-loop run and the drain of what it sent. */
@@ -106,6 +135,8 @@ export interface BulkResult {
   readonly batches: readonly BulkRun[];
   /** One API replica's CPU profile under batches of {@linkcode PROFILED_BATCH} users. */
   readonly profile?: ProfileSummary;
+  /** End to end, open model, with {@linkcode PROFILED_BATCH} users per request. */
+  readonly open?: BulkOpenResult;
 }
 
 /** The users per request of the profiled run: the targets' size. */
@@ -279,6 +310,55 @@ export async function runBulk(
     const single = await measure("/users", 1);
     const batches: BulkRun[] = [];
     for (const users of plan.usersPerRequest) batches.push(await measure("/users/batch", users));
+    const closed = batches.find((r) => r.usersPerRequest === PROFILED_BATCH);
+    let open: BulkOpenResult | undefined;
+    if (closed !== undefined && plan.openFractions.length > 0) {
+      const bodyPath = `${bodyDir}/open.json`;
+      await Deno.writeTextFile(bodyPath, batchBody(PROFILED_BATCH));
+      const recordDir = await Deno.makeTempDir({ dir: bodyDir, prefix: "answers-" });
+      const context: RateContext = {
+        stack,
+        redis,
+        sql,
+        queue,
+        recordDir,
+        seconds: plan.openSeconds,
+        progress,
+        cpuNow: () => readPartsCpu(groups),
+      };
+      const measureOpen = (rate: number) =>
+        measureRate(context, rate, {
+          path: "/users/batch",
+          bodyPath,
+          usersPerRequest: PROFILED_BATCH,
+        });
+      const rates = ladderRates(closed.requestsPerSecond, plan.openFractions);
+      progress.step(
+        `end to end, open model, ${PROFILED_BATCH} users per request: ${
+          rates.map(formatCount).join(", ")
+        } req/s (fractions of the closed loop's ${
+          formatCount(closed.requestsPerSecond)
+        } req/s), ${plan.openSeconds} s each, then half the highest sustained`,
+      );
+      const runs: RateRun[] = [];
+      for (const rate of rates) runs.push(await measureOpen(rate));
+      const sustained = runs.filter((r) => r.sustained).map((r) => r.offered);
+      const maxSustained = sustained.length ? Math.max(...sustained) : 0;
+      // Rounded to 10 req/s (1,000 users/s at 100 per request), at least 10.
+      const halfRate = Math.max(10, Math.round(maxSustained / 2 / 10) * 10);
+      const half = maxSustained === 0
+        ? undefined
+        : runs.find((r) => r.offered === halfRate) ?? await measureOpen(halfRate);
+      open = {
+        usersPerRequest: PROFILED_BATCH,
+        closedLoopRequests: closed.requestsPerSecond,
+        runs,
+        maxSustainedUsers: maxSustained * PROFILED_BATCH,
+        ...(half === undefined ? {} : { half }),
+        queueMaxLength: Number(env.QUEUE_MAX_LENGTH),
+        redisTimeoutMs: Number(env.REDIS_TIMEOUT_MS),
+      };
+    }
     const profile = plan.profileSeconds > 0
       ? await profileApi(env, bodyDir, plan, options.workDir)
       : undefined;
@@ -293,6 +373,7 @@ export async function runBulk(
       single,
       batches,
       ...(profile ? { profile } : {}),
+      ...(open ? { open } : {}),
     };
   } finally {
     redis.disconnect();

@@ -243,7 +243,10 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
     const runs = [bulk.single, ...bulk.batches];
     const request = (r: (typeof runs)[number]) =>
       r.path === "/users" ? "POST /users" : `batch of ${r.usersPerRequest}`;
-    const order = runs.map(request);
+    const order = [
+      ...runs.map(request),
+      ...(bulk.open ? [`open model, ${bulk.open.usersPerRequest} each, sustained`] : []),
+    ];
     const REQUEST = { field: "request", type: "nominal", sort: order, title: null };
     panels.push({
       title:
@@ -253,7 +256,16 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
       layer: [
         {
           data: {
-            values: runs.map((r) => ({ request: request(r), usersPerSecond: r.usersPerSecond })),
+            values: [
+              ...runs.map((r) => ({ request: request(r), usersPerSecond: r.usersPerSecond })),
+              // End to end, open model: what the stack sustained, users stored as fast as taken.
+              ...(bulk.open
+                ? [{
+                  request: `open model, ${bulk.open.usersPerRequest} each, sustained`,
+                  usersPerSecond: bulk.open.maxSustainedUsers,
+                }]
+                : []),
+            ],
           },
           mark: { type: "bar", color: "#54a24b" },
           encoding: {

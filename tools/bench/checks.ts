@@ -31,7 +31,8 @@
  * - the queue never outgrew QUEUE_MAX_LENGTH under overload;
  * - in the bulk phase, every request answered 202 (its bound is far above
  *   what a run queues, so no item may be refused) and every user of every
- *   202 stored, neither fewer nor more;
+ *   202 stored, neither fewer nor more; its open-model rates are held as the
+ *   end-to-end ones are;
  * - the run checked something: a run whose phases gave no check fails.
  *
  * @module
@@ -201,6 +202,38 @@ export function checkResults(results: BenchResults): Check[] {
         measured: `${run.stored} stored, ${run.acceptedUsers} accepted`,
         ok: run.stored === run.acceptedUsers,
       });
+    }
+    const open = bulk.open;
+    if (open) {
+      const boundMs = open.redisTimeoutMs + ANSWER_SLACK_MS;
+      // The end-to-end checks' rules, named as this ladder's.
+      const bulkCheck = (c: Check): Check => ({
+        ...c,
+        phase: "Bulk",
+        rule: `open model, ${open.usersPerRequest} users per request, ${c.rule}`,
+      });
+      const runs = [
+        ...open.runs,
+        ...(open.half && !open.runs.includes(open.half) ? [open.half] : []),
+      ];
+      for (const run of runs) {
+        const accepted = run.load.accepted * open.usersPerRequest;
+        const name = `open model, ${run.offered} req/s of ${open.usersPerRequest} users`;
+        checks.push({
+          phase: "Bulk",
+          rule: `${name}: stored = accepted users`,
+          measured: `${run.stored} stored, ${accepted} accepted`,
+          ok: run.stored === accepted,
+        }, bulkCheck(answersCheck(run, open.queueMaxLength)));
+        // As end to end: the lowest rate must be carried, and so must every rate called sustained.
+        if (run.sustained || run === open.runs[0]) {
+          checks.push(
+            ...timingChecks(run, Math.round(run.offered * bulk.plan.openSeconds), boundMs).map(
+              bulkCheck,
+            ),
+          );
+        }
+      }
     }
   }
   return checks;

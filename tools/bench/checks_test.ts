@@ -391,3 +391,33 @@ Deno.test("checkResults() fails the bulk phase on a non-202 or a user of a 202 n
     ],
   );
 });
+
+Deno.test("checkResults() holds the bulk phase's open-model rates to stored = accepted users and the answer bound", async () => {
+  const results = await quickResults();
+  const base = results.endToEnd!.runs[0]!;
+  const run = { ...base, usersPerRequest: 100, stored: base.load.accepted * 100 };
+  const withOpen = (runs: (typeof run)[]) => ({
+    ...results,
+    bulk: {
+      ...bulkResult(),
+      open: {
+        usersPerRequest: 100,
+        closedLoopRequests: 1_000,
+        runs,
+        maxSustainedUsers: 0,
+        queueMaxLength: 1e8,
+        redisTimeoutMs: 1_000,
+      },
+    },
+  });
+  assert.deepEqual(failed(checkResults(withOpen([run]))), []);
+  const lost = failed(checkResults(withOpen([{ ...run, stored: run.stored - 1 }])));
+  assert.deepEqual(lost, [
+    `Bulk: open model, ${run.offered} req/s of 100 users: stored = accepted users`,
+  ]);
+  const late = failed(
+    checkResults(withOpen([{ ...run, load: { ...run.load, slowestMs: 1_101 } }])),
+  );
+  assert.equal(late.length, 1);
+  assert.match(late[0]!, /every answer within REDIS_TIMEOUT_MS/);
+});

@@ -64,6 +64,8 @@ export const FULL_PLAN: BenchPlan = {
     servers: 2,
     consumers: 2,
     profileSeconds: 10,
+    openFractions: [0.25, 0.5, 0.75, 1],
+    openSeconds: 30,
   },
 };
 
@@ -103,6 +105,9 @@ export const QUICK_PLAN: BenchPlan = {
     servers: 2,
     consumers: 2,
     profileSeconds: 2,
+    // One rate well inside what the stack sustains, as the end-to-end phase's quick run.
+    openFractions: [0.25],
+    openSeconds: 5,
   },
 };
 
@@ -130,5 +135,6 @@ export const CAPACITY_PLAN: BenchPlan = {
     warmupSeconds: 2,
     usersPerRequest: [100],
     profileSeconds: 0,
+    openFractions: [],
   },
 };

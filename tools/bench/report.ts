@@ -709,6 +709,43 @@ function courseEndToEndSection(results: BenchResults): string | undefined {
   ].join("\n");
 }
 
+/** The bulk phase's open-model ladder, when it ran. */
+function bulkOpenLines(bulk: NonNullable<BenchResults["bulk"]>): string[] {
+  const open = bulk.open;
+  if (open === undefined) return [];
+  const n = open.usersPerRequest;
+  type Run = (typeof open.runs)[number];
+  const runs = [...open.runs, ...(open.half && !open.runs.includes(open.half) ? [open.half] : [])];
+  return [
+    "",
+    `End to end, open model, ${n} users per request: oha at fixed request rates (\`-q\`, \`--latency-correction\`), ${bulk.plan.openSeconds} s each, at ${
+      bulk.plan.openFractions.map((f) => `${f * 100}%`).join(", ")
+    } of the closed loop's ${
+      formatCount(open.closedLoopRequests)
+    } req/s at that size, then at half the highest sustained rate; measured as the end-to-end phase measures a rate (stored/s over the first-to-last-enqueue window, latency \`stored_at - enqueued_at\` from the table, sustained = ≥ 99% answered 202, stored/s ≥ 98% of accepted/s, ≥ 95% sent). Highest sustained: **${
+      formatCount(open.maxSustainedUsers)
+    } users/s**.`,
+    "",
+    columnsTable(runs, [
+      ["offered req/s", (r: Run) => formatCount(r.offered)],
+      ["users/s offered", (r: Run) => formatCount(r.offered * n)],
+      ["accepted users/s", (r: Run) => formatCount(r.acceptedPerSecond)],
+      ["stored/s", (r: Run) => formatCount(r.storedPerSecond)],
+      ["max backlog", (r: Run) => formatCount(r.maxBacklog)],
+      ["p50 ms", (r: Run) => ms(r.latencyMs.p50)],
+      ["p99 ms", (r: Run) => ms(r.latencyMs.p99)],
+      ["not sent", (r: Run) => r.load.dropped],
+      ["slowest answer ms", (r: Run) => ms(r.load.slowestMs)],
+      ["non-202", (r: Run) => r.load.rejected + r.load.failed],
+      [
+        "users stored",
+        (r: Run) => r.stored === r.load.accepted * n ? "all" : `${r.stored}/${r.load.accepted * n}`,
+      ],
+      ["sustained", (r: Run) => r.sustained ? "yes" : "no"],
+    ]),
+  ];
+}
+
 function bulkSection(results: BenchResults): string {
   const bulk = results.bulk!;
   const { plan } = bulk;
@@ -766,6 +803,7 @@ function bulkSection(results: BenchResults): string {
       ): Column<Run> => [names[part], (r) => r.microsPerUser[part].toFixed(1)]),
       ["pipeline", (r) => pipelineMicrosPerUser(r).toFixed(1)],
     ]),
+    ...bulkOpenLines(bulk),
   ].join("\n");
 }
 

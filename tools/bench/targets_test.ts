@@ -34,6 +34,8 @@ Deno.test("evaluateTargets() judges every target from a run's ratios", async () 
     "Growth",
     "Bulk",
     "Bulk",
+    "Bulk",
+    "Bulk",
   ]);
   // The captured quick run (on a busy machine): API + Redis CPU 1.30× the course's, 31% of the
   // HTTP floor, 0.84× the course through Traefik; batch at 36% of the drain floor and 118×
@@ -80,7 +82,7 @@ Deno.test("evaluateTargets() judges the p99 at half the ceiling only at a sustai
 
 Deno.test("evaluateTargets() marks what a run did not measure", () => {
   const verdicts = evaluateTargets(emptyResults());
-  assert.equal(verdicts.length, 14);
+  assert.equal(verdicts.length, 16);
   assert.ok(verdicts.every((v) => v.met === undefined && v.measured.startsWith("not measured")));
 });
 
@@ -216,6 +218,66 @@ Deno.test("bulkVerdicts() reads users/s and the pipeline's CPU per user at 100 p
   const [slow] = bulkVerdicts({ ...results, bulk: bulkResult({ 1: 1_800, 100: 39_000 }) });
   assert.equal(slow!.met, false);
   const missing = bulkVerdicts({ ...results, bulk: bulkResult({ 1: 1_800, 10: 15_000 }) });
-  assert.deepEqual(missing.map((v) => v.met), [undefined, undefined]);
-  assert.deepEqual(bulkVerdicts(results).map((v) => v.measured), ["not measured", "not measured"]);
+  assert.deepEqual(missing.map((v) => v.met), [undefined, undefined, undefined, undefined]);
+  assert.deepEqual(bulkVerdicts(results).map((v) => v.measured), Array(4).fill("not measured"));
+});
+
+Deno.test("bulkVerdicts() wants the open model at 100 per request ≥ 25% of the drain floor, p99 ≤ 100 ms at half", async () => {
+  const results = await quickResults();
+  const floor = results.drain!.floorRowsPerSecond;
+  const base = results.endToEnd!.runs[0]!;
+  const rate = (offered: number, sustained: boolean, p99 = 40) => ({
+    ...base,
+    offered,
+    sustained,
+    usersPerRequest: 100,
+    stored: base.load.accepted * 100,
+    latencyMs: { ...base.latencyMs, p99 },
+  });
+  const judge = (maxSustainedRate: number, halfP99: number, from: BenchResults = results) => {
+    const runs = [rate(maxSustainedRate, true), rate(maxSustainedRate * 2, false)];
+    const bulk = {
+      ...bulkResult(),
+      open: {
+        usersPerRequest: 100,
+        closedLoopRequests: maxSustainedRate * 2,
+        runs,
+        maxSustainedUsers: maxSustainedRate * 100,
+        half: rate(maxSustainedRate / 2, true, halfP99),
+        queueMaxLength: 1e8,
+        redisTimeoutMs: 1_000,
+      },
+    };
+    return bulkVerdicts({ ...from, bulk }).slice(2);
+  };
+  // At exactly a quarter of the floor (in users/s), with the half-rate p99 at the bound: both met.
+  const [share, p99] = judge(floor / 4 / 100, 100);
+  assert.equal(share!.met, true);
+  assert.match(share!.measured, /^25% \(/);
+  assert.equal(p99!.met, true);
+  const [low, slow] = judge(floor / 5 / 100, 101);
+  assert.equal(low!.met, false);
+  assert.equal(slow!.met, false);
+  // Every rate sustained (the quick run's one rate): the limit lies above the ladder, not judged.
+  const allSustained = bulkVerdicts({
+    ...results,
+    bulk: {
+      ...bulkResult(),
+      open: {
+        usersPerRequest: 100,
+        closedLoopRequests: 400,
+        runs: [rate(100, true)],
+        maxSustainedUsers: 10_000,
+        queueMaxLength: 1e8,
+        redisTimeoutMs: 1_000,
+      },
+    },
+  })[2]!;
+  assert.equal(allSustained.met, undefined);
+  assert.match(allSustained.measured, /limit lies above the ladder/);
+  // Without the drain phase there is no floor to read the share against.
+  const { drain: _drain, ...noDrain } = results;
+  const [unjudged] = judge(10, 10, noDrain);
+  assert.equal(unjudged!.met, undefined);
+  assert.equal(unjudged!.measured, "the drain floor not measured in this run");
 });

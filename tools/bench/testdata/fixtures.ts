@@ -110,6 +110,8 @@ export function bulkResult(
     servers: 2,
     consumers: 2,
     profileSeconds: 0,
+    openFractions: [],
+    openSeconds: 0,
   };
   return {
     plan,
