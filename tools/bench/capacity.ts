@@ -173,6 +173,40 @@ export function capacityInputs(results: BenchResults): CapacityInputs | undefine
   };
 }
 
+/** The users per request of the model's bulk column. */
+export const BULK_CAPACITY_SIZE = 100;
+
+/**
+ * The model's inputs for clients that send {@linkcode BULK_CAPACITY_SIZE}
+ * users per request: every tier's CPU per user from the bulk phase's run of
+ * that size, which measures them together (the front per request spread
+ * over its users, Redis's push and fetch, the consumers and PostgreSQL to
+ * stored); what does not depend on how users arrive (a consumer's rows/s,
+ * Redis bytes per queued user, WAL per row) from the same drain as
+ * {@linkcode capacityInputs}. Undefined when the run lacks either.
+ */
+export function bulkCapacityInputs(results: BenchResults): CapacityInputs | undefined {
+  const base = capacityInputs(results);
+  const run = results.bulk?.batches.find((r) => r.usersPerRequest === BULK_CAPACITY_SIZE);
+  if (base === undefined || run === undefined) return undefined;
+  const us = run.microsPerUser;
+  return {
+    ...base,
+    micros: {
+      traefik: us.traefik,
+      api: us.api,
+      redis: us.redis,
+      consumer: us.consumers,
+      postgres: us.postgres,
+    },
+    // The bulk run reads Redis whole; the drain's share of it is the drain's own figure.
+    redisSplit: {
+      ingest: Math.max(0, us.redis - base.redisSplit.drain),
+      drain: Math.min(us.redis, base.redisSplit.drain),
+    },
+  };
+}
+
 /**
  * Builds the model from measured inputs.
  *

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { type CapacityInputs, capacityModel, scalingRows } from "./capacity.ts";
+import {
+  bulkCapacityInputs,
+  type CapacityInputs,
+  capacityInputs,
+  capacityModel,
+  scalingRows,
+} from "./capacity.ts";
+import { bulkResult, quickResults } from "./testdata/fixtures.ts";
 
 /** Round numbers, so each expectation can be worked out by hand. */
 const inputs: CapacityInputs = {
@@ -93,4 +100,27 @@ Deno.test("scalingRows() grows linearly with units, except one primary's cores p
   assert.equal(at("redis", 2), 100_000);
   assert.equal(at("postgres", 2), 200_000);
   assert.equal(at("postgres", 8), 400_000);
+});
+
+Deno.test("bulkCapacityInputs() takes every tier's cost from the bulk run of 100 per request", async () => {
+  const results = await quickResults();
+  assert.equal(bulkCapacityInputs(results), undefined);
+  const bulk = bulkResult();
+  const inputs = bulkCapacityInputs({ ...results, bulk })!;
+  const run = bulk.batches.find((r) => r.usersPerRequest === 100)!;
+  assert.deepEqual(inputs.micros, {
+    traefik: run.microsPerUser.traefik,
+    api: run.microsPerUser.api,
+    redis: run.microsPerUser.redis,
+    consumer: run.microsPerUser.consumers,
+    postgres: run.microsPerUser.postgres,
+  });
+  // What does not depend on how users arrive stays the drain's.
+  const base = capacityInputs(results)!;
+  assert.equal(inputs.consumerRowsPerSecond, base.consumerRowsPerSecond);
+  assert.equal(inputs.walBytesPerUser, base.walBytesPerUser);
+  assert.ok(
+    capacityModel(inputs).targets.at(-1)!.totalCores <
+      capacityModel(base).targets.at(-1)!.totalCores,
+  );
 });

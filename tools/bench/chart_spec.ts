@@ -5,7 +5,9 @@
  *
  * Panels: each figure as a share of its same-run floor (with the
  * targets marked), then end to end throughput and latency per offered rate,
- * then memory over time (the growth phase). A panel without data is left out.
+ * then memory over time (the growth phase), then the bulk phase's users/s and
+ * CPU per user by tier for each number of users per request. A panel without
+ * data is left out.
  *
  * @module
  */
@@ -16,7 +18,14 @@ import { drainLabel, FLOOR_BATCH } from "./drain.ts";
 import { pairedRatio, shareOfFloor } from "./ingest.ts";
 import type { BenchResults } from "./results.ts";
 import { type CapacityModel, scalingRows } from "./capacity.ts";
-import { DRAIN_SHARE_MIN, INGEST_SHARE_MIN, LATENCY_P99_BOUND_MS } from "./targets.ts";
+import {
+  BULK_PIPELINE_MICROS_MAX,
+  BULK_SPEEDUP_MIN,
+  DRAIN_SHARE_MIN,
+  INGEST_SHARE_MIN,
+  LATENCY_P99_BOUND_MS,
+} from "./targets.ts";
+import { BULK_PARTS } from "./bulk.ts";
 
 /** One bar of the first panel. */
 export interface RatioRow {
@@ -150,11 +159,23 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
       { offered: r.offered, series: "offered", perSecond: r.offered },
       { offered: r.offered, series: "accepted (202)", perSecond: r.acceptedPerSecond },
       { offered: r.offered, series: "stored", perSecond: r.storedPerSecond },
-    ]);
+    ]).concat(
+      // The course's design on the same ladder, up to the first rate it did not sustain.
+      (e2e.course?.runs ?? []).flatMap((r) => [
+        {
+          offered: r.offered,
+          series: "course's design: accepted",
+          perSecond: r.acceptedPerSecond,
+        },
+        { offered: r.offered, series: "course's design: stored", perSecond: r.storedPerSecond },
+      ]),
+    );
     panels.push({
       title: `End to end through Traefik: per second, by offered rate (Traefik's ceiling ${
         Math.round(e2e.ceiling)
-      }/s; highest sustained ${e2e.maxSustained}/s)`,
+      }/s; highest sustained ${e2e.maxSustained}/s${
+        e2e.course ? `, the course's design ${e2e.course.maxSustained}/s` : ""
+      })`,
       data: { values: throughput },
       width: WIDTH,
       height: 180,
@@ -215,6 +236,84 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
         y: { field: "mib", type: "quantitative", title: "RSS MiB" },
         color: { field: "series", type: "nominal", title: null },
       },
+    });
+  }
+  const bulk = results.bulk;
+  if (bulk && bulk.batches.length > 0) {
+    const runs = [bulk.single, ...bulk.batches];
+    const request = (r: (typeof runs)[number]) =>
+      r.path === "/users" ? "POST /users" : `batch of ${r.usersPerRequest}`;
+    const order = [
+      ...runs.map(request),
+      ...(bulk.open ? [`open model, ${bulk.open.usersPerRequest} each, sustained`] : []),
+    ];
+    const REQUEST = { field: "request", type: "nominal", sort: order, title: null };
+    panels.push({
+      title:
+        `Bulk through Traefik, closed loop: users/s by request (rule = ${BULK_SPEEDUP_MIN}× POST /users req/s)`,
+      width: WIDTH,
+      height: { step: 18 },
+      layer: [
+        {
+          data: {
+            values: [
+              ...runs.map((r) => ({ request: request(r), usersPerSecond: r.usersPerSecond })),
+              // End to end, open model: what the stack sustained, users stored as fast as taken.
+              ...(bulk.open
+                ? [{
+                  request: `open model, ${bulk.open.usersPerRequest} each, sustained`,
+                  usersPerSecond: bulk.open.maxSustainedUsers,
+                }]
+                : []),
+            ],
+          },
+          mark: { type: "bar", color: "#54a24b" },
+          encoding: {
+            y: REQUEST,
+            x: { field: "usersPerSecond", type: "quantitative", title: "users/s" },
+          },
+        },
+        {
+          data: { values: [{ rule: BULK_SPEEDUP_MIN * bulk.single.requestsPerSecond }] },
+          mark: { type: "rule", strokeDash: [4, 3], color: "#555" },
+          encoding: { x: { field: "rule", type: "quantitative" } },
+        },
+      ],
+    });
+    panels.push({
+      title:
+        `Bulk: CPU µs per user stored, by tier (rule = ${BULK_PIPELINE_MICROS_MAX} µs for the pipeline, oha aside; log scale)`,
+      width: WIDTH,
+      height: 180,
+      layer: [
+        {
+          data: {
+            values: runs.flatMap((r) =>
+              BULK_PARTS.map((part) => ({
+                request: request(r),
+                tier: part === "generator" ? "oha" : part,
+                micros: Math.max(r.microsPerUser[part], 0.01),
+              }))
+            ),
+          },
+          mark: { type: "line", point: true },
+          encoding: {
+            x: { ...REQUEST, axis: { labelAngle: 0 } },
+            y: {
+              field: "micros",
+              type: "quantitative",
+              scale: { type: "log" },
+              title: "CPU µs per user (log)",
+            },
+            color: { field: "tier", type: "nominal", title: null },
+          },
+        },
+        {
+          data: { values: [{ bound: BULK_PIPELINE_MICROS_MAX }] },
+          mark: { type: "rule", color: "#d62728", strokeDash: [4, 3] },
+          encoding: { y: { field: "bound", type: "quantitative" } },
+        },
+      ],
     });
   }
   // The panels are built as plain objects; compile() checks them when rendering.

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { capacityChartSpec, chartSpec, ratioRows, renderSvg } from "./chart_spec.ts";
 import { capacityInputs, capacityModel } from "./capacity.ts";
-import { quickResults, quickResultsWithComparisons } from "./testdata/fixtures.ts";
+import { bulkResult, quickResults, quickResultsWithComparisons } from "./testdata/fixtures.ts";
 
 Deno.test("ratioRows() puts each figure next to its floor, with the targets", async () => {
   const results = await quickResults();
@@ -67,4 +67,13 @@ Deno.test("capacityChartSpec() draws one line per tier and the target rates, hea
     assert.match(svg, new RegExp(`>${tier}<`));
   }
   assert.match(svg, /1,000,000\/s/);
+});
+
+Deno.test("chartSpec() draws the bulk phase's users/s and CPU per user by tier, headless", async () => {
+  const results = { ...await quickResults(), bulk: bulkResult() };
+  const panels = (chartSpec(results) as unknown as { vconcat: unknown[] }).vconcat;
+  assert.equal(panels.length, 6);
+  const svg = await renderSvg(chartSpec(results));
+  assert.match(svg, /Bulk through Traefik/);
+  assert.match(svg, /batch of 100/);
 });

@@ -29,6 +29,10 @@
  *   to (past what the stack sustains, requests wait in oha and answers come
  *   late: that is the measurement "not sustained", not a broken promise);
  * - the queue never outgrew QUEUE_MAX_LENGTH under overload;
+ * - in the bulk phase, every request answered 202 (its bound is far above
+ *   what a run queues, so no item may be refused) and every user of every
+ *   202 stored, neither fewer nor more; its open-model rates are held as the
+ *   end-to-end ones are;
  * - the run checked something: a run whose phases gave no check fails.
  *
  * @module
@@ -70,7 +74,7 @@ export const ANSWER_SLACK_MS = 100;
 /** Every check the results allow, in phase order; a phase that did not run has none. */
 export function checkResults(results: BenchResults): Check[] {
   const checks: Check[] = [];
-  const { ingest, traefik, drain, endToEnd, growth } = results;
+  const { ingest, traefik, drain, endToEnd, growth, bulk } = results;
   if (ingest) {
     const measured = INGEST_TARGETS.map((target) => ({ target, runs: ingest.runs[target] }));
     for (const { target, runs } of measured) {
@@ -179,6 +183,58 @@ export function checkResults(results: BenchResults): Check[] {
       measured: `${overload.stored} stored, ${overload.load.accepted} accepted`,
       ok: overload.stored === overload.load.accepted,
     });
+  }
+  if (bulk) {
+    for (const run of [bulk.single, ...bulk.batches]) {
+      const name = run.path === "/users"
+        ? "POST /users"
+        : `POST /users/batch, ${run.usersPerRequest} per request`;
+      checks.push({
+        phase: "Bulk",
+        rule: `${name}: every answer 202 (no fault injected, the bound far above the backlog)`,
+        measured: `${
+          run.load.requests - run.load.accepted
+        } of ${run.load.requests} requests answered otherwise or not at all`,
+        ok: run.load.accepted === run.load.requests,
+      }, {
+        phase: "Bulk",
+        rule: `${name}: stored = accepted users`,
+        measured: `${run.stored} stored, ${run.acceptedUsers} accepted`,
+        ok: run.stored === run.acceptedUsers,
+      });
+    }
+    const open = bulk.open;
+    if (open) {
+      const boundMs = open.redisTimeoutMs + ANSWER_SLACK_MS;
+      // The end-to-end checks' rules, named as this ladder's.
+      const bulkCheck = (c: Check): Check => ({
+        ...c,
+        phase: "Bulk",
+        rule: `open model, ${open.usersPerRequest} users per request, ${c.rule}`,
+      });
+      const runs = [
+        ...open.runs,
+        ...(open.half && !open.runs.includes(open.half) ? [open.half] : []),
+      ];
+      for (const run of runs) {
+        const accepted = run.load.accepted * open.usersPerRequest;
+        const name = `open model, ${run.offered} req/s of ${open.usersPerRequest} users`;
+        checks.push({
+          phase: "Bulk",
+          rule: `${name}: stored = accepted users`,
+          measured: `${run.stored} stored, ${accepted} accepted`,
+          ok: run.stored === accepted,
+        }, bulkCheck(answersCheck(run, open.queueMaxLength)));
+        // As end to end: the lowest rate must be carried, and so must every rate called sustained.
+        if (run.sustained || run === open.runs[0]) {
+          checks.push(
+            ...timingChecks(run, Math.round(run.offered * bulk.plan.openSeconds), boundMs).map(
+              bulkCheck,
+            ),
+          );
+        }
+      }
+    }
   }
   return checks;
 }

@@ -10,7 +10,12 @@ import {
 import type { RateRun } from "./end_to_end.ts";
 import type { IngestRun } from "./ingest.ts";
 import type { BenchResults } from "./results.ts";
-import { emptyResults, quickResults, quickResultsWithComparisons } from "./testdata/fixtures.ts";
+import {
+  bulkResult,
+  emptyResults,
+  quickResults,
+  quickResultsWithComparisons,
+} from "./testdata/fixtures.ts";
 
 function failed(checks: readonly Check[]): string[] {
   return checks.filter((c) => !c.ok).map((c) => `${c.phase}: ${c.rule}`);
@@ -365,4 +370,54 @@ Deno.test("checkResults() counts the course's list like the queue's", async () =
   assert.deepEqual(failed(checkResults(lost)), [
     "Ingest: course: every 202 kept (users queued = 202s counted)",
   ]);
+});
+
+Deno.test("checkResults() fails the bulk phase on a non-202 or a user of a 202 not stored", async () => {
+  const results = await quickResults();
+  const bulk = bulkResult();
+  const clean = checkResults({ ...results, bulk });
+  assert.deepEqual(failed(clean), []);
+  assert.equal(clean.filter((c) => c.phase === "Bulk").length, 2 * (1 + bulk.batches.length));
+  const [first, ...rest] = bulk.batches;
+  const partly = { ...first!, load: { ...first!.load, accepted: first!.load.accepted - 1 } };
+  const short = { ...rest[0]!, stored: rest[0]!.stored - 1 };
+  assert.deepEqual(
+    failed(
+      checkResults({ ...results, bulk: { ...bulk, batches: [partly, short, ...rest.slice(1)] } }),
+    ),
+    [
+      "Bulk: POST /users/batch, 1 per request: every answer 202 (no fault injected, the bound far above the backlog)",
+      "Bulk: POST /users/batch, 10 per request: stored = accepted users",
+    ],
+  );
+});
+
+Deno.test("checkResults() holds the bulk phase's open-model rates to stored = accepted users and the answer bound", async () => {
+  const results = await quickResults();
+  const base = results.endToEnd!.runs[0]!;
+  const run = { ...base, usersPerRequest: 100, stored: base.load.accepted * 100 };
+  const withOpen = (runs: (typeof run)[]) => ({
+    ...results,
+    bulk: {
+      ...bulkResult(),
+      open: {
+        usersPerRequest: 100,
+        closedLoopRequests: 1_000,
+        runs,
+        maxSustainedUsers: 0,
+        queueMaxLength: 1e8,
+        redisTimeoutMs: 1_000,
+      },
+    },
+  });
+  assert.deepEqual(failed(checkResults(withOpen([run]))), []);
+  const lost = failed(checkResults(withOpen([{ ...run, stored: run.stored - 1 }])));
+  assert.deepEqual(lost, [
+    `Bulk: open model, ${run.offered} req/s of 100 users: stored = accepted users`,
+  ]);
+  const late = failed(
+    checkResults(withOpen([{ ...run, load: { ...run.load, slowestMs: 1_101 } }])),
+  );
+  assert.equal(late.length, 1);
+  assert.match(late[0]!, /every answer within REDIS_TIMEOUT_MS/);
 });

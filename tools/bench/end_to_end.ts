@@ -33,8 +33,10 @@ import postgres from "postgres";
 import { queueKeys, ShardedQueue } from "@users-pipeline/queue";
 import { depthOf } from "@users-pipeline/harness/queue_fill";
 import { startTestStack } from "@users-pipeline/harness/services";
+import type { NativeStack } from "@users-pipeline/harness/supervisor";
 import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { benchPostgresOptions } from "./bench_services.ts";
+import { type CourseEndToEndResult, runCourseEndToEnd } from "./course_end_to_end.ts";
 import { HTTP_FLOOR_COMMAND, startApi } from "./deno_task.ts";
 import { onInterrupt } from "./interrupt.ts";
 import { type LoadResult, runOha } from "./oha.ts";
@@ -84,6 +86,11 @@ export interface RateRun {
   readonly refusals: Refusals;
   /** CPU used during the run by each part, in cores; `machine` is everything on the machine. */
   readonly cores: Readonly<Record<CpuPart, number>>;
+  /**
+   * Users in each request (`POST /users/batch`, the bulk phase's open model); absent: one
+   * (`POST /users`). accepted/s, stored/s and stored count users either way.
+   */
+  readonly usersPerRequest?: number;
   readonly sustained: boolean;
 }
 
@@ -115,6 +122,8 @@ export interface EndToEndResult {
   readonly redisTimeoutMs: number;
   /** The run at half the ceiling, for the latency target (when the fractions have 0.5). */
   readonly half?: RateRun;
+  /** The course's design at the same rates, on the same Redis and PostgreSQL. */
+  readonly course?: CourseEndToEndResult;
 }
 
 /** Options of {@linkcode runEndToEnd}. */
@@ -126,7 +135,10 @@ export interface EndToEndOptions {
 }
 
 /** Whether a run kept up with what was offered (see the module doc). */
-export function isSustained(run: Omit<RateRun, "sustained">, seconds: number): boolean {
+export function isSustained(
+  run: Pick<RateRun, "offered" | "load" | "acceptedPerSecond" | "storedPerSecond">,
+  seconds: number,
+): boolean {
   const asked = run.offered * seconds;
   return run.load.requests >= 0.95 * asked &&
     run.load.accepted >= 0.99 * run.load.requests &&
@@ -175,6 +187,157 @@ export async function measureCeiling(replicas: number, seconds: number): Promise
   }
 }
 
+/** A part of the pipeline and the pids of its processes (undefined: not running). */
+export type PartPids = readonly [
+  Exclude<CpuPart, "generator" | "machine">,
+  readonly (number | undefined)[],
+];
+
+/**
+ * CPU seconds each part's process trees have used so far, and the machine's
+ * busy seconds: read before and after a run, the difference is what it cost.
+ */
+export async function readPartsCpu(
+  groups: readonly PartPids[],
+): Promise<Record<Exclude<CpuPart, "generator">, number>> {
+  const [seconds, machine] = await Promise.all([
+    readTreeCpuSeconds(groups.flatMap(([, pids]) => pids.map((pid) => pid ?? 0))),
+    readMachineCpu(),
+  ]);
+  let next = 0;
+  const parts = groups.map(([part, pids]) => {
+    const total = seconds.slice(next, next + pids.length).reduce((a, b) => a + b, 0);
+    next += pids.length;
+    return [part, total] as const;
+  });
+  return { ...Object.fromEntries(parts), machine: machine.busySeconds } as Record<
+    Exclude<CpuPart, "generator">,
+    number
+  >;
+}
+
+/** What {@linkcode measureRate} needs of a running native stack. */
+export interface RateContext {
+  readonly stack: NativeStack;
+  readonly redis: Redis;
+  readonly sql: postgres.Sql;
+  readonly queue: ShardedQueue;
+  /** Where oha records each answer, a file per rate. */
+  readonly recordDir: string;
+  /** Each rate's length. */
+  readonly seconds: number;
+  readonly progress: Progress;
+  /** Each part's CPU seconds so far (see {@linkcode readPartsCpu}). */
+  readonly cpuNow: () => Promise<Record<Exclude<CpuPart, "generator">, number>>;
+}
+
+/**
+ * One open-model rate on a running stack: the table truncated, oha at
+ * `offered` requests/s for the context's seconds (each answer recorded),
+ * the backlog polled, then drained, and everything read from the table (see
+ * the module doc). With `usersPerRequest` above 1 (`POST /users/batch` and a
+ * body file), accepted/s and stored count users.
+ */
+export async function measureRate(
+  context: RateContext,
+  offered: number,
+  options: { path?: string; bodyPath?: string; usersPerRequest?: number } = {},
+): Promise<RateRun> {
+  const { stack, redis, sql, queue, recordDir, progress, cpuNow } = context;
+  const { path = "/users", bodyPath, usersPerRequest = 1 } = options;
+  const apiUrls = stack.ports.api.map((port) => `http://127.0.0.1:${port}`);
+  const queueName = stack.env.QUEUE_NAME || "users";
+  await sql`truncate users`;
+  const dbPath = `${recordDir}/${offered}.db`;
+  const refusedBefore = await readApiRefusals(apiUrls);
+  const cpuBefore = await cpuNow();
+  let maxBacklog = 0;
+  let polling = true;
+  const poller = (async () => {
+    while (polling) {
+      maxBacklog = Math.max(maxBacklog, await redis.llen(queueName));
+      await delay(100);
+    }
+  })();
+  let load: LoadResult;
+  try {
+    load = await runOha(`${stack.url}${path}`, {
+      rate: offered,
+      seconds: context.seconds,
+      connections: openConnections(offered),
+      dbPath,
+      ...(bodyPath === undefined ? {} : { bodyPath }),
+    });
+  } finally {
+    polling = false;
+    await poller;
+  }
+  const cpuAfter = await cpuNow();
+  const refusals = explainRefusals(load.rejected, read503BodyLengths(dbPath), {
+    before: refusedBefore,
+    after: await readApiRefusals(apiUrls),
+  });
+  await Deno.remove(dbPath);
+  const cores = Object.fromEntries(
+    Object.entries(cpuAfter).map(([part, seconds]) => [
+      part,
+      (seconds - cpuBefore[part as keyof typeof cpuBefore]) / load.seconds,
+    ]),
+  ) as Record<Exclude<CpuPart, "generator">, number>;
+  const endBacklog = await redis.llen(queueName);
+  // Let the consumers finish, then read everything from the table.
+  await waitFor("the backlog to drain", async () => {
+    const depth = await depthOf(redis, queue.keys);
+    return depth.queued + depth.processing + depth.retry === 0;
+  }, { intervalMs: 100, timeoutMs: 120_000 });
+  const [row] = await sql<
+    { stored: number; window: number; in_window: number; p50: number; p99: number; max: number }[]
+  >`
+      with w as (select min(enqueued_at) as first, max(enqueued_at) as last from users)
+      select count(*)::int as stored,
+        extract(epoch from (select last - first from w))::float8 as window,
+        (count(*) filter (where stored_at <= (select last from w)))::int as in_window,
+        extract(epoch from percentile_cont(0.5) within group (order by stored_at - enqueued_at))::float8 * 1000 as p50,
+        extract(epoch from percentile_cont(0.99) within group (order by stored_at - enqueued_at))::float8 * 1000 as p99,
+        extract(epoch from max(stored_at - enqueued_at))::float8 * 1000 as max
+      from users`;
+  const window = Math.max(row?.window ?? 0, 0.001);
+  const partial = {
+    offered,
+    load,
+    acceptedPerSecond: load.accepted * usersPerRequest / context.seconds,
+    storedPerSecond: (row?.in_window ?? 0) / window,
+    maxBacklog,
+    endBacklog,
+    latencyMs: { p50: row?.p50 ?? 0, p99: row?.p99 ?? 0, max: row?.max ?? 0 },
+    stored: row?.stored ?? 0,
+    refusals,
+    cores: { ...cores, generator: (load.cpuSeconds ?? 0) / load.seconds },
+  };
+  const run = {
+    ...partial,
+    ...(usersPerRequest === 1 ? {} : { usersPerRequest }),
+    sustained: isSustained(partial, context.seconds),
+  };
+  const accepted = load.accepted * usersPerRequest;
+  progress.step(
+    `${formatCount(offered).padStart(6)} req/s offered${
+      usersPerRequest === 1 ? "" : ` (${usersPerRequest} users each)`
+    }: ${formatCount(run.acceptedPerSecond)} accepted/s, ${
+      formatCount(run.storedPerSecond)
+    } stored/s, backlog ≤ ${formatCount(maxBacklog)}, enqueue→stored p50 ${
+      run.latencyMs.p50.toFixed(1)
+    } ms p99 ${run.latencyMs.p99.toFixed(1)} ms, not sent ${load.dropped}, non-202 ${
+      load.rejected + load.failed
+    }${load.rejected === 0 ? "" : ` (503s: ${describeRefusals(refusals)})`}${
+      run.stored === accepted ? "" : `, STORED ${run.stored} ≠ ACCEPTED ${accepted}`
+    } → ${run.sustained ? "sustained" : "not sustained"}; cores: ${
+      Object.entries(run.cores).map(([part, n]) => `${part} ${n.toFixed(2)}`).join(", ")
+    }`,
+  );
+  return run;
+}
+
 /** Runs the end-to-end phase on a fresh native stack. */
 export async function runEndToEnd(
   plan: EndToEndPlan,
@@ -209,117 +372,27 @@ export async function runEndToEnd(
   progress.step(`stack ready at ${stack.url}`);
   const runs: RateRun[] = [];
 
-  const cpuNow = async (): Promise<Record<Exclude<CpuPart, "generator">, number>> => {
-    const groups: [Exclude<CpuPart, "generator" | "machine">, (number | undefined)[]][] = [
+  const cpuNow = () =>
+    readPartsCpu([
       ["traefik", [stack.traefik?.pid]],
       ["api", stack.servers.map((s) => s.pid)],
       ["consumers", stack.consumers.map((c) => c.pid)],
       ["redis", [stack.redis?.pid]],
       ["postgres", [stack.postgres?.pid]],
-    ];
-    const [seconds, machine] = await Promise.all([
-      readTreeCpuSeconds(groups.flatMap(([, pids]) => pids.map((pid) => pid ?? 0))),
-      readMachineCpu(),
     ]);
-    let next = 0;
-    const parts = groups.map(([part, pids]) => {
-      const total = seconds.slice(next, next + pids.length).reduce((a, b) => a + b, 0);
-      next += pids.length;
-      return [part, total] as const;
-    });
-    return { ...Object.fromEntries(parts), machine: machine.busySeconds } as Record<
-      Exclude<CpuPart, "generator">,
-      number
-    >;
-  };
 
-  const apiUrls = stack.ports.api.map((port) => `http://127.0.0.1:${port}`);
   const recordDir = await Deno.makeTempDir({ prefix: "bench-e2e-answers-" });
-  const measure = async (offered: number): Promise<RateRun> => {
-    await sql`truncate users`;
-    const dbPath = `${recordDir}/${offered}.db`;
-    const refusedBefore = await readApiRefusals(apiUrls);
-    const cpuBefore = await cpuNow();
-    let maxBacklog = 0;
-    let polling = true;
-    const poller = (async () => {
-      while (polling) {
-        maxBacklog = Math.max(maxBacklog, await redis.llen(queueName));
-        await delay(100);
-      }
-    })();
-    let load: LoadResult;
-    try {
-      load = await runOha(`${stack.url}/users`, {
-        rate: offered,
-        seconds: plan.seconds,
-        connections: openConnections(offered),
-        dbPath,
-      });
-    } finally {
-      polling = false;
-      await poller;
-    }
-    const cpuAfter = await cpuNow();
-    const refusals = explainRefusals(load.rejected, read503BodyLengths(dbPath), {
-      before: refusedBefore,
-      after: await readApiRefusals(apiUrls),
-    });
-    await Deno.remove(dbPath);
-    const cores = Object.fromEntries(
-      Object.entries(cpuAfter).map(([part, seconds]) => [
-        part,
-        (seconds - cpuBefore[part as keyof typeof cpuBefore]) / load.seconds,
-      ]),
-    ) as Record<Exclude<CpuPart, "generator">, number>;
-    const endBacklog = await redis.llen(queueName);
-    // Let the consumers finish, then read everything from the table.
-    await waitFor("the backlog to drain", async () => {
-      const depth = await depthOf(redis, queue.keys);
-      return depth.queued + depth.processing + depth.retry === 0;
-    }, { intervalMs: 100, timeoutMs: 120_000 });
-    const [row] = await sql<
-      { stored: number; window: number; in_window: number; p50: number; p99: number; max: number }[]
-    >`
-      with w as (select min(enqueued_at) as first, max(enqueued_at) as last from users)
-      select count(*)::int as stored,
-        extract(epoch from (select last - first from w))::float8 as window,
-        (count(*) filter (where stored_at <= (select last from w)))::int as in_window,
-        extract(epoch from percentile_cont(0.5) within group (order by stored_at - enqueued_at))::float8 * 1000 as p50,
-        extract(epoch from percentile_cont(0.99) within group (order by stored_at - enqueued_at))::float8 * 1000 as p99,
-        extract(epoch from max(stored_at - enqueued_at))::float8 * 1000 as max
-      from users`;
-    const window = Math.max(row?.window ?? 0, 0.001);
-    const partial = {
-      offered,
-      load,
-      acceptedPerSecond: load.accepted / plan.seconds,
-      storedPerSecond: (row?.in_window ?? 0) / window,
-      maxBacklog,
-      endBacklog,
-      latencyMs: { p50: row?.p50 ?? 0, p99: row?.p99 ?? 0, max: row?.max ?? 0 },
-      stored: row?.stored ?? 0,
-      refusals,
-      cores: { ...cores, generator: (load.cpuSeconds ?? 0) / load.seconds },
-    };
-    const run = { ...partial, sustained: isSustained(partial, plan.seconds) };
-    progress.step(
-      `${formatCount(offered).padStart(6)} req/s offered: ${
-        formatCount(run.acceptedPerSecond)
-      } accepted/s, ${formatCount(run.storedPerSecond)} stored/s, backlog ≤ ${
-        formatCount(maxBacklog)
-      }, enqueue→stored p50 ${run.latencyMs.p50.toFixed(1)} ms p99 ${
-        run.latencyMs.p99.toFixed(1)
-      } ms, not sent ${load.dropped}, non-202 ${load.rejected + load.failed}${
-        load.rejected === 0 ? "" : ` (503s: ${describeRefusals(refusals)})`
-      }${
-        run.stored === load.accepted ? "" : `, STORED ${run.stored} ≠ ACCEPTED ${load.accepted}`
-      } → ${run.sustained ? "sustained" : "not sustained"}; cores: ${
-        Object.entries(run.cores).map(([part, n]) => `${part} ${n.toFixed(2)}`).join(", ")
-      }`,
-    );
-    return run;
+  const context: RateContext = {
+    stack,
+    redis,
+    sql,
+    queue,
+    recordDir,
+    seconds: plan.seconds,
+    progress,
+    cpuNow,
   };
+  const measure = (offered: number) => measureRate(context, offered);
 
   try {
     for (const rate of rates) runs.push(await measure(rate));
@@ -327,6 +400,21 @@ export async function runEndToEnd(
     const maxSustained = sustained.length ? Math.max(...sustained) : 0;
     const halfRate = ladderRates(ceiling, [0.5])[0];
     const half = runs.find((r) => r.offered === halfRate);
+    progress.step(
+      "the course's design at the same rates: its producer behind the same Traefik configuration, its consumer, on the stack's Redis and PostgreSQL",
+    );
+    const course = await runCourseEndToEnd(
+      {
+        env,
+        redis,
+        sql,
+        redisPid: stack.redis?.pid,
+        postgresPid: stack.postgres?.pid,
+      },
+      rates,
+      plan.seconds,
+      progress,
+    );
     return {
       plan,
       ceiling,
@@ -337,6 +425,7 @@ export async function runEndToEnd(
       queueMaxLength: Number(env.QUEUE_MAX_LENGTH),
       redisTimeoutMs: Number(env.REDIS_TIMEOUT_MS),
       ...(half === undefined ? {} : { half }),
+      course,
     };
   } finally {
     redis.disconnect();

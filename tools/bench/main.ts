@@ -17,6 +17,9 @@
  *    Traefik's ceiling (oha), each 503 given its cause.
  * 4. Growth: consumer memory and speed against backlog size; API memory under
  *    2× overload with a small QUEUE_MAX_LENGTH (oha, open model).
+ * 5. Bulk: the native stack through Traefik, `POST /users/batch` with 1 to
+ *    1000 users per request and `POST /users` beside it, oha in closed loop,
+ *    the consumers draining: users/s and each tier's CPU per user.
  *
  *   deno run --cached-only --allow-read --allow-write --allow-run --allow-env \
  *     --allow-net=127.0.0.1 --allow-sys=hostname,osRelease,networkInterfaces,loadavg,uid,gid \
@@ -25,9 +28,9 @@
  * `--quick` (CI) runs every phase small and short, in about two minutes, and
  * writes to tools/bench/results/quick/ so it never overwrites the full run's
  * tools/bench/results/; `--capacity` runs what the capacity model
- * needs (the traefik phase and a drain) and writes its report, with the model, to
+ * needs (the traefik phase, a drain and the bulk run of 100 users per request) and writes its report, with the model, to
  * tools/bench/results/capacity/ (every run whose results allow it has the
- * model in its report); `--only ingest,traefik,drain,e2e,growth` runs some phases;
+ * model in its report); `--only ingest,traefik,drain,e2e,growth,bulk` runs some phases;
  * `--render DIR/results.json --out DIR` only rewrites a run's report and chart
  * (after a change to them). Reads env: PATH, HOME, STACK_TOOLS_DIR,
  * STACK_PG_BIN_DIR. Exits 1 if a phase
@@ -43,6 +46,7 @@
 import { parseArgs } from "node:util";
 import { REPO_DIR } from "@users-pipeline/harness/repo";
 import { startBenchServices } from "./bench_services.ts";
+import { runBulk } from "./bulk.ts";
 import { capacityInputs, capacityModel } from "./capacity.ts";
 import { capacityChartSpec, chartSpec, renderSvg } from "./chart_spec.ts";
 import { type Check, checkResults, checksHeld, checksSummary } from "./checks.ts";
@@ -60,10 +64,10 @@ import { runThroughTraefik } from "./through_traefik.ts";
 import { checkTools } from "./tools.ts";
 
 /** The phases, in the order they run. */
-export const PHASES = ["ingest", "traefik", "drain", "growth", "e2e"] as const;
+export const PHASES = ["ingest", "traefik", "drain", "growth", "e2e", "bulk"] as const;
 
 /** The phases `--capacity` runs unless `--only` says otherwise. */
-export const CAPACITY_PHASES = ["traefik", "drain"] as const;
+export const CAPACITY_PHASES = ["traefik", "drain", "bulk"] as const;
 type Phase = typeof PHASES[number];
 
 /** The parsed command line. */
@@ -234,7 +238,7 @@ async function main(args: BenchArgs): Promise<boolean> {
   const skipped = PHASES.filter((p) => !args.phases.includes(p)).map((p) => `${p} (not asked)`);
   let results: Omit<BenchResults, "run"> = { skipped };
   try {
-    if (args.phases.some((p) => p !== "e2e")) {
+    if (args.phases.some((p) => p !== "e2e" && p !== "bulk")) {
       progress.phase("starting Redis and PostgreSQL (the repo's configuration) and migrating");
       await using services = await startBenchServices();
       progress.step(
@@ -276,6 +280,10 @@ async function main(args: BenchArgs): Promise<boolean> {
           generator,
         }),
       };
+    }
+    if (args.phases.includes("bulk")) {
+      progress.phase("5. bulk: POST /users/batch through Traefik, 1 to 1000 users per request");
+      results = { ...results, bulk: await runBulk(plan.bulk, progress, { generator, workDir }) };
     }
   } finally {
     await Deno.remove(workDir, { recursive: true }).catch(() => {});

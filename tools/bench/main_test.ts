@@ -25,7 +25,7 @@ Deno.test("parseBenchArgs() refuses unknown arguments and phases", () => {
   assert.throws(() => parseBenchArgs(["--only", "ingest,soak"]), /--only takes/);
 });
 
-Deno.test("parseBenchArgs() reads --capacity: the traefik and drain phases, its own output dir", () => {
+Deno.test("parseBenchArgs() reads --capacity: the traefik, drain and bulk phases, its own output dir", () => {
   const args = parseBenchArgs(["--capacity"]);
   assert.equal(args.capacity, true);
   assert.deepEqual(args.phases, [...CAPACITY_PHASES]);

@@ -103,6 +103,8 @@ export interface OhaOptions {
    * `oha`), to tell whose each 503 was (refusals.ts). @default none
    */
   dbPath?: string;
+  /** Send this file as every request's body instead of {@linkcode POST_BODY}. @default none */
+  bodyPath?: string;
 }
 
 /** The body every request sends: the course's curl's. */
@@ -110,7 +112,7 @@ export const POST_BODY = '{"name": "Queueing"}';
 
 /** oha's arguments for a run of `POST <url>` (exported for the test). */
 export function ohaArgs(url: string, options: OhaOptions): string[] {
-  const { seconds, rate, connections = 64, dbPath } = options;
+  const { seconds, rate, connections = 64, dbPath, bodyPath } = options;
   return [
     "--no-tui",
     "--output-format",
@@ -130,8 +132,7 @@ export function ohaArgs(url: string, options: OhaOptions): string[] {
     "POST",
     "-T",
     "application/json",
-    "-d",
-    POST_BODY,
+    ...(bodyPath === undefined ? ["-d", POST_BODY] : ["-D", bodyPath]),
     url,
   ];
 }

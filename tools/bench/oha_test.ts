@@ -72,3 +72,13 @@ Deno.test("parseChildTimes() adds the children's user and system time of bash's 
   assert.equal(parseChildTimes("0m0.002s 0m0.001s\n1m2.500s 0m0.250s\n"), 62.75);
   assert.throws(() => parseChildTimes("oops"), /Cannot read the load generator's CPU time/);
 });
+
+Deno.test("ohaArgs() sends a body file in place of the single user when given one", () => {
+  const args = ohaArgs("http://127.0.0.1:1/users/batch", { seconds: 5, bodyPath: "/tmp/b.json" });
+  assert.equal(args[args.indexOf("-D") + 1], "/tmp/b.json");
+  assert.ok(!args.includes("-d"));
+  assert.deepEqual(args.slice(args.indexOf("-T"), args.indexOf("-T") + 2), [
+    "-T",
+    "application/json",
+  ]);
+});

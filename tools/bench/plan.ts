@@ -7,6 +7,7 @@
  * @module
  */
 
+import type { BulkPlan } from "./bulk.ts";
 import type { DrainPlan } from "./drain.ts";
 import type { EndToEndPlan } from "./end_to_end.ts";
 import type { GrowthPlan } from "./growth.ts";
@@ -21,6 +22,7 @@ export interface BenchPlan {
   readonly drain: DrainPlan;
   readonly endToEnd: EndToEndPlan;
   readonly growth: GrowthPlan;
+  readonly bulk: BulkPlan;
 }
 
 /** The full run: the evidence's sizes. */
@@ -54,6 +56,17 @@ export const FULL_PLAN: BenchPlan = {
     overloadSeconds: 60,
     overloadMaxLength: 5_000,
   },
+  bulk: {
+    seconds: 10,
+    warmupSeconds: 2,
+    connections: 64,
+    usersPerRequest: [1, 10, 100, 1_000],
+    servers: 2,
+    consumers: 2,
+    profileSeconds: 10,
+    openFractions: [0.25, 0.5, 0.75, 1],
+    openSeconds: 30,
+  },
 };
 
 /** The quick run: every phase and code path, small and short. */
@@ -84,12 +97,25 @@ export const QUICK_PLAN: BenchPlan = {
     overloadSeconds: 8,
     overloadMaxLength: 2_000,
   },
+  bulk: {
+    seconds: 3,
+    warmupSeconds: 1,
+    connections: 64,
+    usersPerRequest: [1, 10, 100, 1_000],
+    servers: 2,
+    consumers: 2,
+    profileSeconds: 2,
+    // One rate well inside what the stack sustains, as the end-to-end phase's quick run.
+    openFractions: [0.25],
+    openSeconds: 5,
+  },
 };
 
 /**
- * The capacity run: the traefik phase (Traefik, API and Redis per request)
- * and one drain of batch 1000 × 1 (consumer, PostgreSQL and Redis per row,
- * Redis bytes per user), with the other phases' sizes small in case `--only`
+ * The capacity run: the traefik phase (Traefik, API and Redis per request),
+ * one drain of batch 1000 × 1 (consumer, PostgreSQL and Redis per row,
+ * Redis bytes per user) and the bulk run of 100 users per request (every
+ * tier per user, for the model's bulk column), with the other phases' sizes small in case `--only`
  * asks for them.
  */
 export const CAPACITY_PLAN: BenchPlan = {
@@ -102,5 +128,13 @@ export const CAPACITY_PLAN: BenchPlan = {
     batchSizes: [1_000],
     replicas: [1],
     profileUsers: 0,
+  },
+  bulk: {
+    ...QUICK_PLAN.bulk,
+    seconds: 10,
+    warmupSeconds: 2,
+    usersPerRequest: [100],
+    profileSeconds: 0,
+    openFractions: [],
   },
 };

@@ -6,6 +6,13 @@
  * @module
  */
 
+import {
+  BULK_FULL_CONNECTIONS_UP_TO,
+  BULK_PARTS,
+  type BulkPart,
+  pipelineMicrosPerUser,
+  PROFILED_BATCH,
+} from "./bulk.ts";
 import { ANSWER_SLACK_MS, type Check, checkResults, UNSENT_SHARE_MAX } from "./checks.ts";
 import type { ProfileSummary } from "./cpu_profile.ts";
 import {
@@ -33,7 +40,10 @@ import { formatCount } from "./progress.ts";
 import type { BenchResults } from "./results.ts";
 import type { TargetVerdict } from "./targets.ts";
 import {
+  BULK_CAPACITY_SIZE,
+  bulkCapacityInputs,
   capacityInputs,
+  type CapacityModel,
   capacityModel,
   formatBytes,
   formatRate,
@@ -384,6 +394,27 @@ function courseCostSection(results: BenchResults): string | undefined {
   ].join("\n");
 }
 
+/** What each target rate of `model` needs, tier by tier. */
+function targetsTable(model: CapacityModel): string {
+  const { options: o } = model;
+  return columnsTable(model.targets, [
+    ["users/s", (t) => formatRate(t.rate)],
+    ["Traefik cores", (t) => formatRate(t.cores.traefik)],
+    ["API replicas", (t) => t.apiReplicas],
+    [
+      "QUEUE_SHARDS (CPU, memory)",
+      (t) => `${t.shards} (${t.shardsForCpu}, ${t.shardsForMemory})`,
+    ],
+    ["consumers", (t) => t.consumers],
+    ["PostgreSQL cores", (t) => formatRate(t.cores.postgres)],
+    ["WAL MiB/s", (t) => formatRate(t.walBytesPerSecond / 2 ** 20)],
+    ["PostgreSQL primaries", (t) => t.postgresPrimaries],
+    ["all cores", (t) => formatRate(t.totalCores)],
+    [`${o.nodeCores}-core nodes (all but PostgreSQL)`, (t) => t.nodes],
+    [`Redis backlog of ${o.backlogSeconds} s`, (t) => formatBytes(t.backlogBytes)],
+  ]);
+}
+
 /** The capacity model from this run's costs; undefined when the run lacks them. */
 function capacitySection(results: BenchResults): string | undefined {
   const inputs = capacityInputs(results);
@@ -437,22 +468,7 @@ function capacitySection(results: BenchResults): string | undefined {
         } users/s, before one Redis shard at ${formatRate(model.oneShardLimit)} users/s.`
     }`,
     "",
-    columnsTable(model.targets, [
-      ["users/s", (t) => formatRate(t.rate)],
-      ["Traefik cores", (t) => formatRate(t.cores.traefik)],
-      ["API replicas", (t) => t.apiReplicas],
-      [
-        "QUEUE_SHARDS (CPU, memory)",
-        (t) => `${t.shards} (${t.shardsForCpu}, ${t.shardsForMemory})`,
-      ],
-      ["consumers", (t) => t.consumers],
-      ["PostgreSQL cores", (t) => formatRate(t.cores.postgres)],
-      ["WAL MiB/s", (t) => formatRate(t.walBytesPerSecond / 2 ** 20)],
-      ["PostgreSQL primaries", (t) => t.postgresPrimaries],
-      ["all cores", (t) => formatRate(t.totalCores)],
-      [`${o.nodeCores}-core nodes (all but PostgreSQL)`, (t) => t.nodes],
-      [`Redis backlog of ${o.backlogSeconds} s`, (t) => formatBytes(t.backlogBytes)],
-    ]),
+    targetsTable(model),
     "",
     `Throughput (users/s) by units of each tier, linear until a unit is full; PostgreSQL's cores stop adding once its one primary is full (${o.maxPrimaryCores} cores, or ${
       formatBytes(o.primaryWalBytesPerSecond)
@@ -474,7 +490,36 @@ function capacitySection(results: BenchResults): string | undefined {
     } per shard; one PostgreSQL primary gets at most ${o.maxPrimaryCores} cores and writes at most ${
       formatBytes(o.primaryWalBytesPerSecond)
     }/s of WAL, and its per-row cost does not grow with them (WAL insertion and index contention make that optimistic near the top). Past one primary: partition \`users\` (by hash of id) so that each consumer batch goes to one partition, batch across partitions, or a distributed PostgreSQL (Citus-style sharding on id).`,
+    ...bulkCapacityLines(results),
   ].join("\n");
+}
+
+/** The model again for clients sending {@linkcode BULK_CAPACITY_SIZE} users per request. */
+function bulkCapacityLines(results: BenchResults): string[] {
+  const inputs = bulkCapacityInputs(results);
+  if (inputs === undefined) return [];
+  const model = capacityModel(inputs);
+  return [
+    "",
+    `### At ${BULK_CAPACITY_SIZE} users per request`,
+    "",
+    `The same model with every tier's CPU per user from the bulk phase's run of \`POST /users/batch\` with ${BULK_CAPACITY_SIZE} users (Traefik, API replicas, Redis, consumers and PostgreSQL measured together, from the load's start to the last user stored); a consumer's rows/s, Redis bytes and WAL per user as above.`,
+    "",
+    markdownTable(
+      ["Tier", "CPU µs per user", "users/s per unit", "unit"],
+      TIERS.map((tier) => [
+        tier,
+        inputs.micros[tier].toFixed(1),
+        formatRate(model.unitRates[tier]),
+        TIER_UNITS[tier],
+      ]),
+      ["left", "right", "right", "left"],
+    ),
+    "",
+    `All tiers: ${model.totalMicros.toFixed(1)} µs of CPU per user.`,
+    "",
+    targetsTable(model),
+  ];
 }
 
 function drainSection(results: BenchResults): string {
@@ -616,6 +661,152 @@ function endToEndSection(results: BenchResults): string {
   ].join("\n");
 }
 
+/** The course's design on the same ladder, when the phase ran it. */
+function courseEndToEndSection(results: BenchResults): string | undefined {
+  const course = results.endToEnd?.course;
+  if (course === undefined) return undefined;
+  type Run = (typeof course.runs)[number];
+  const parts = [
+    ["oha", "generator"],
+    ["traefik", "traefik"],
+    ["producer", "api"],
+    ["consumer", "consumers"],
+    ["redis", "redis"],
+    ["postgres", "postgres"],
+  ] as const;
+  const offered: Column<Run> = ["offered req/s", (r) => formatCount(r.offered)];
+  return [
+    `The course's design at the same rates, after the stack's ladder and on its Redis and PostgreSQL: the course's producer (\`course_producer.ts\`, ${course.producers} replica) behind a Traefik configured as the stack's, and the course's consumer (\`course_consumer.ts\`, ${course.consumers}: BRPOP one item, INSERT it). Stored/s is the rows in the course's table when oha ended over the run's length (the course's table has no enqueue time); sustained as for the stack. The ladder stops at the first rate not sustained: every rate above it is not sustained either. The course's design may lose a user by design (an item taken is gone if its consumer dies before the INSERT); no fault is injected, and stored against accepted is shown as measured, not enforced.`,
+    "",
+    `Highest sustained rate: **${
+      formatCount(course.maxSustained)
+    } req/s** offered, against the stack's ${formatCount(results.endToEnd!.maxSustained)}.`,
+    "",
+    columnsTable(course.runs, [
+      offered,
+      ["accepted/s", (r) => formatCount(r.acceptedPerSecond)],
+      ["stored/s", (r) => formatCount(r.storedPerSecond)],
+      ["max backlog", (r) => formatCount(r.maxBacklog)],
+      ["not sent", (r) => r.load.dropped],
+      ["p99 answer ms", (r) => ms(r.load.latencyMs.p99)],
+      ["non-202", (r) => r.load.rejected + r.load.failed],
+      [
+        "202s stored",
+        (r) => r.stored === r.load.accepted ? "all" : `${r.stored}/${r.load.accepted}`,
+      ],
+      ["sustained", (r) => r.sustained ? "yes" : "no"],
+    ]),
+    "",
+    "CPU µs per request accepted, each part's CPU over the run's 202s:",
+    "",
+    columnsTable(course.runs, [
+      offered,
+      ...parts.map(([name, part]): Column<Run> => [
+        name,
+        (r) => (r.cores[part] / Math.max(r.acceptedPerSecond, 1e-9) * 1e6).toFixed(1),
+      ]),
+    ]),
+  ].join("\n");
+}
+
+/** The bulk phase's open-model ladder, when it ran. */
+function bulkOpenLines(bulk: NonNullable<BenchResults["bulk"]>): string[] {
+  const open = bulk.open;
+  if (open === undefined) return [];
+  const n = open.usersPerRequest;
+  type Run = (typeof open.runs)[number];
+  const runs = [...open.runs, ...(open.half && !open.runs.includes(open.half) ? [open.half] : [])];
+  return [
+    "",
+    `End to end, open model, ${n} users per request: oha at fixed request rates (\`-q\`, \`--latency-correction\`), ${bulk.plan.openSeconds} s each, at ${
+      bulk.plan.openFractions.map((f) => `${f * 100}%`).join(", ")
+    } of the closed loop's ${
+      formatCount(open.closedLoopRequests)
+    } req/s at that size, then at half the highest sustained rate; measured as the end-to-end phase measures a rate (stored/s over the first-to-last-enqueue window, latency \`stored_at - enqueued_at\` from the table, sustained = ≥ 99% answered 202, stored/s ≥ 98% of accepted/s, ≥ 95% sent). Highest sustained: **${
+      formatCount(open.maxSustainedUsers)
+    } users/s**.`,
+    "",
+    columnsTable(runs, [
+      ["offered req/s", (r: Run) => formatCount(r.offered)],
+      ["users/s offered", (r: Run) => formatCount(r.offered * n)],
+      ["accepted users/s", (r: Run) => formatCount(r.acceptedPerSecond)],
+      ["stored/s", (r: Run) => formatCount(r.storedPerSecond)],
+      ["max backlog", (r: Run) => formatCount(r.maxBacklog)],
+      ["p50 ms", (r: Run) => ms(r.latencyMs.p50)],
+      ["p99 ms", (r: Run) => ms(r.latencyMs.p99)],
+      ["not sent", (r: Run) => r.load.dropped],
+      ["slowest answer ms", (r: Run) => ms(r.load.slowestMs)],
+      ["non-202", (r: Run) => r.load.rejected + r.load.failed],
+      [
+        "users stored",
+        (r: Run) => r.stored === r.load.accepted * n ? "all" : `${r.stored}/${r.load.accepted * n}`,
+      ],
+      ["sustained", (r: Run) => r.sustained ? "yes" : "no"],
+    ]),
+  ];
+}
+
+function bulkSection(results: BenchResults): string {
+  const bulk = results.bulk!;
+  const { plan } = bulk;
+  type Run = (typeof bulk.batches)[number];
+  const runs = [bulk.single, ...bulk.batches];
+  const label: Column<Run> = [
+    "request",
+    (r) => r.path === "/users" ? "POST /users" : `batch of ${r.usersPerRequest}`,
+    "left",
+  ];
+  const names: Readonly<Record<BulkPart, string>> = {
+    traefik: "traefik",
+    api: "API replicas",
+    redis: "redis",
+    consumers: "consumers",
+    postgres: "postgres",
+    generator: "oha",
+  };
+  return [
+    `The native stack (Traefik → ${plan.servers} API replicas → Redis → ${plan.consumers} consumers → PostgreSQL, project.env's settings but QUEUE_MAX_LENGTH, set far above what a run queues) loaded through Traefik by ${bulk.generator} in closed loop, ${plan.connections} connections up to ${BULK_FULL_CONNECTIONS_UP_TO} users per request and above it as many as keep the same users in flight (a closed loop always has a request in the API on every connection: more batches of 1000 at once than two replicas finish within REDIS_TIMEOUT_MS would measure the generator's queue, answered by the API's deadline), ${plan.seconds} s per run after ${plan.warmupSeconds} s of warm-up (drained and the table truncated before the run): \`POST /users\` with one user, then \`POST /users/batch\` with a JSON array of ${
+      plan.usersPerRequest.join(", ")
+    } users. The consumers drain throughout; each tier's CPU is read from the start of the load until the last accepted user is stored, and divided by the users stored, so a tier's µs per user is its whole cost for a user, ingest and drain. Users/s is the users in the 202s over oha's run. The pipeline is every tier but the load generator.`,
+    "",
+    columnsTable(runs, [
+      label,
+      ["users/s", (r) => formatCount(r.usersPerSecond)],
+      ["req/s", (r) => formatCount(r.requestsPerSecond)],
+      ["× POST /users req/s", (r) => (r.usersPerSecond / bulk.single.requestsPerSecond).toFixed(1)],
+      ["p50 ms", (r) => ms(r.load.latencyMs.p50)],
+      ["p99 ms", (r) => ms(r.load.latencyMs.p99)],
+      ["connections", (r) => r.connections],
+      [
+        "non-202",
+        (r) =>
+          r.load.rejected === 0
+            ? r.load.requests - r.load.accepted
+            : `${
+              r.load.requests - r.load.accepted
+            } (API: ${r.refused.full} full, ${r.refused.unavailable} unavailable, ${r.refused.unconfirmed} unconfirmed)`,
+      ],
+      [
+        "users stored",
+        (r) => r.stored === r.acceptedUsers ? `all ${r.stored}` : `${r.stored}/${r.acceptedUsers}`,
+      ],
+      ["load to stored s", (r) => r.seconds.toFixed(1)],
+      ["machine cores", (r) => cores(r.machineCores)],
+    ]),
+    "",
+    "CPU µs per user stored, by tier:",
+    "",
+    columnsTable(runs, [
+      label,
+      ...BULK_PARTS.map((
+        part,
+      ): Column<Run> => [names[part], (r) => r.microsPerUser[part].toFixed(1)]),
+      ["pipeline", (r) => pipelineMicrosPerUser(r).toFixed(1)],
+    ]),
+    ...bulkOpenLines(bulk),
+  ].join("\n");
+}
+
 function growthSection(results: BenchResults): string {
   const { small, large, overload, plan } = results.growth!;
   const secondHalf = (run: DrainRun) => {
@@ -735,7 +926,14 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
   if (results.endToEnd) {
     parts.push("", "## 3. End to end through Traefik", "", endToEndSection(results));
   }
+  const courseEndToEnd = courseEndToEndSection(results);
+  if (courseEndToEnd !== undefined) {
+    parts.push("", "### The course's design end to end", "", courseEndToEnd);
+  }
   if (results.growth) parts.push("", "## 4. Growth", "", growthSection(results));
+  if (results.bulk) {
+    parts.push("", "## 5. Bulk: many users per request", "", bulkSection(results));
+  }
   const capacity = capacitySection(results);
   if (capacity !== undefined) {
     parts.push(
@@ -757,6 +955,11 @@ export function renderReport(results: BenchResults, verdicts: readonly TargetVer
     profileTables(
       `Consumer, batch 1000, draining ${formatCount(results.drain.plan.profileUsers)} users`,
       results.drain.profile,
+    ),
+    results.bulk?.profile &&
+    profileTables(
+      `API, POST /users/batch with ${PROFILED_BATCH} users per request, directly under oha (${results.bulk.plan.profileSeconds} s)`,
+      results.bulk.profile,
     ),
     results.drain?.singleProfile &&
     profileTables(

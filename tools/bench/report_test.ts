@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { markdownTable, renderReport } from "./report.ts";
-import { emptyResults, quickResults, quickResultsWithComparisons } from "./testdata/fixtures.ts";
+import {
+  bulkResult,
+  emptyResults,
+  quickResults,
+  quickResultsWithComparisons,
+} from "./testdata/fixtures.ts";
+import { evaluateTargets } from "./targets.ts";
 
 Deno.test("markdownTable() aligns columns and escapes pipes and line breaks", () => {
   assert.equal(
@@ -160,4 +166,22 @@ Deno.test("renderReport() reads the drain against the drain floor over a consume
     /over 2 warmed-up connections as a consumer opens, once with each of 1, 2, 3, 4 statements in flight, keeping the fastest \(\d and \d in flight here\)/,
   );
   assert.match(report, /\| the HTTP floor \(`http_floor\.ts`/);
+});
+
+Deno.test("renderReport() has the bulk phase's users/s and CPU per user by tier", async () => {
+  const results = { ...await quickResults(), bulk: bulkResult() };
+  const report = renderReport(results, evaluateTargets(results));
+  assert.match(report, /## 5\. Bulk: many users per request/);
+  assert.match(report, /\| batch of 100 +\| +60,000 \|/);
+  assert.match(report, /\| pipeline \|/);
+});
+
+Deno.test("renderReport() adds the capacity model at 100 users per request when the bulk phase ran", async () => {
+  const results = await quickResults();
+  const without = renderReport(results, evaluateTargets(results));
+  assert.doesNotMatch(without, /### At 100 users per request/);
+  const withBulk = { ...results, bulk: bulkResult() };
+  const report = renderReport(withBulk, evaluateTargets(withBulk));
+  assert.match(report, /### At 100 users per request/);
+  assert.match(report, /All tiers: 12\.0 µs of CPU per user\./);
 });

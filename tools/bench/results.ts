@@ -5,6 +5,7 @@
  * @module
  */
 
+import type { BulkResult } from "./bulk.ts";
 import type { DrainResult } from "./drain.ts";
 import type { EndToEndResult } from "./end_to_end.ts";
 import type { GrowthResult } from "./growth.ts";
@@ -35,6 +36,8 @@ export interface BenchResults {
   readonly drain?: DrainResult;
   readonly endToEnd?: EndToEndResult;
   readonly growth?: GrowthResult;
+  /** Many users per request through Traefik, with the single-user reference. */
+  readonly bulk?: BulkResult;
   /** Phases left out, with why. */
   readonly skipped: readonly string[];
 }

@@ -5,6 +5,7 @@
  * @module
  */
 
+import type { BulkResult, BulkRun } from "../bulk.ts";
 import type { BenchResults } from "../results.ts";
 
 /** The results.json of a real quick run (every phase, every check held). */
@@ -55,5 +56,69 @@ export async function quickResultsWithComparisons(
       runs: { ...ingest.runs, course: scaled(ratios.course) },
       courseRatio: ratios.course,
     },
+  };
+}
+
+/**
+ * A bulk phase's results, made up: POST /users at 2,000 req/s, batches at
+ * `usersPerSecond` each, every user stored, each tier's CPU per user as given
+ * (the pipeline's at 100 per request: 4 + 3 + 1 + 2 + 2 = 12 µs).
+ */
+export function bulkResult(
+  usersPerSecond: Readonly<Record<number, number>> = { 1: 1_800, 10: 15_000, 100: 60_000 },
+): BulkResult {
+  const run = (path: BulkRun["path"], users: number, perSecond: number, scale: number) => {
+    const seconds = 3;
+    const requests = Math.round(perSecond * seconds / users);
+    return {
+      path,
+      usersPerRequest: users,
+      load: {
+        requests,
+        accepted: requests,
+        rejected: 0,
+        failed: 0,
+        dropped: 0,
+        seconds,
+        latencyMs: { p50: 20, p90: 30, p99: 40 },
+        slowestMs: 50,
+        cpuSeconds: 0.1,
+      },
+      requestsPerSecond: requests / seconds,
+      usersPerSecond: requests * users / seconds,
+      acceptedUsers: requests * users,
+      stored: requests * users,
+      seconds: seconds + 0.5,
+      microsPerUser: {
+        traefik: 4 * scale,
+        api: 3 * scale,
+        redis: 1 * scale,
+        consumers: 2,
+        postgres: 2,
+        generator: 1 * scale,
+      },
+      machineCores: 1.9,
+      connections: 64,
+      refused: { full: 0, unavailable: 0, unconfirmed: 0 },
+    };
+  };
+  const plan = {
+    seconds: 3,
+    warmupSeconds: 1,
+    connections: 64,
+    usersPerRequest: Object.keys(usersPerSecond).map(Number),
+    servers: 2,
+    consumers: 2,
+    profileSeconds: 0,
+    openFractions: [],
+    openSeconds: 0,
+  };
+  return {
+    plan,
+    generator: "oha 1.16.0",
+    single: run("/users", 1, 2_000, 100),
+    batches: plan.usersPerRequest.map((users) =>
+      run("/users/batch", users, usersPerSecond[users]!, 100 / users)
+    ),
   };
 }
