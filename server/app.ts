@@ -1,7 +1,8 @@
 /**
  * The HTTP API: `POST /users` validates a user at the edge, hands it to
  * `accept` (which queues it) and answers 202
- * with the id it minted; `GET /users/:id` tells whether the user is stored,
+ * with the id it minted; `POST /users/batch` does the same for many users (`batch_body.ts` reads
+ * them), answering 202, or 207/503 with each user's outcome; `GET /users/:id` tells whether the user is stored,
  * queued or dead-lettered (`user_status.ts`); `GET /users?limit=N` lists the
  * newest stored users; `/admin/…` and the `/dashboard` that shows them exist
  * only with an admin token (`admin_routes.ts`, `dashboard.ts`);
@@ -256,6 +257,7 @@ export function createApp(options: AppOptions): Hono {
           if (refusal.status !== 503) throw refusal;
           // Every id the key is queued under (or was to be): a retry with the key settles them.
           const ids = (error as WriteUnconfirmedError).queuedAsAll ?? users.map((user) => user.id);
+          metrics?.countBatch(0, ids.map(() => refusal.code));
           throw refusedBatch(ids.map((id) => ({ id, status: 503, code: refusal.code })));
         });
         const replayed = ids[0] !== users[0]!.id;

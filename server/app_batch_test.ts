@@ -186,6 +186,21 @@ Deno.test("POST /users/batch with Idempotency-Key: a repeat says so and counts n
     await metric(repeat.app, /^users_pipeline_users_accepted_total\{[^}]*\} (\d+)$/m),
     0,
   );
+  const full = batchApp({ refuse: () => new QueueFullError(5) });
+  const refused = await full.app.request("/users/batch", post(THREE, key));
+  assert.equal(refused.status, 503);
+  assert.deepEqual((await refused.json()).items.map((item: { code: string }) => item.code), [
+    "queue_full",
+    "queue_full",
+    "queue_full",
+  ]);
+  assert.equal(
+    await metric(
+      full.app,
+      /^users_pipeline_batch_users_refused_total\{reason="full"[^}]*\} (\d+)$/m,
+    ),
+    3,
+  );
   const conflict = batchApp({ refuse: () => new IdempotencyConflictError("some-id") });
   const reused = await conflict.app.request("/users/batch", post(THREE, key));
   assert.equal(reused.status, 422);
