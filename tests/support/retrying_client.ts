@@ -216,20 +216,24 @@ export function settleKeyed(
   for (const answer of options.answers ?? []) {
     answered.set(answer.name, [...answered.get(answer.name) ?? [], answer]);
   }
+  const perKey = new Map<string, number>();
+  for (const { key } of users) perKey.set(key, (perKey.get(key) ?? 0) + 1);
   const problems: string[] = [];
   for (const user of users) {
+    // A batch's users share their key: its name tells them apart.
+    const who = perKey.get(user.key)! > 1 ? `${user.key} ${user.name}` : user.key;
     const ids = found.get(user.name) ?? [];
-    if (ids.length > 1) problems.push(`${user.key}: ${ids.length} rows`);
-    else if (user.id !== undefined && ids.length === 0) problems.push(`${user.key}: 202, no row`);
+    if (ids.length > 1) problems.push(`${who}: ${ids.length} rows`);
+    else if (user.id !== undefined && ids.length === 0) problems.push(`${who}: 202, no row`);
     else if (user.id !== undefined && ids[0] !== user.id) {
-      problems.push(`${user.key}: 202 for ${user.id}, stored as ${ids[0]}`);
+      problems.push(`${who}: 202 for ${user.id}, stored as ${ids[0]}`);
     } else if (user.id === undefined && ids.length > 0) {
       const tries = answered.get(user.name) ?? [];
       const named = tries.some((answer) => answer.kind === "rejected" && answer.id === ids[0]);
       const unanswered = tries.some((answer) => answer.kind === "indeterminate");
-      if (tries.length === 0) problems.push(`${user.key}: given up, stored`);
+      if (tries.length === 0) problems.push(`${who}: given up, stored`);
       else if (!named && !unanswered) {
-        problems.push(`${user.key}: given up, stored as ${ids[0]}, which no refusal of it named`);
+        problems.push(`${who}: given up, stored as ${ids[0]}, which no refusal of it named`);
       }
     }
   }

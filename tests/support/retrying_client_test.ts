@@ -251,7 +251,9 @@ Deno.test("RetryingClient with batchSize retries a keyed batch whole with its ke
     assert.equal(client.answers.length, users.length * 2, "an answer per user per try");
     const rows = users.map((user) => ({ id: user.id!, name: user.name }));
     assert.deepEqual(client.settled(rows), []);
-    assert.deepEqual(client.settled([...rows, { id: "again", name: "b-1" }]), ["b-key-0: 2 rows"]);
+    assert.deepEqual(client.settled([...rows, { id: "again", name: "b-1" }]), [
+      "b-key-0 b-1: 2 rows",
+    ]);
   } finally {
     await server.shutdown();
   }
