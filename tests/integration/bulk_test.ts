@@ -3,7 +3,8 @@
  * PostgreSQL (the native stack): every answer of the contract with the rows it leaves, checked by
  * id — 202 in order, the precise 4xx that queues nothing, 207 when one shard is full with its
  * refused items settled by `GET /users/{id}`, 503 when every shard is, and a keyed batch retried
- * (same ids, each user stored once) standalone and with QUEUE_SHARDS=3. First, the queue's batch
+ * (same ids, each user stored once) standalone and with QUEUE_SHARDS=3; a frozen Redis gives 503
+ * queue_unavailable with every id, each never queued. First, the queue's batch
  * pushes against a real Redis: each shard's users all or none, and a keyed batch's record.
  *
  * @module
@@ -27,7 +28,7 @@ import {
   type TestStack,
   withStackOutput,
 } from "@users-pipeline/harness/services";
-import { waitFor } from "@users-pipeline/harness/wait";
+import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { connectPostgres } from "../support/postgres_client.ts";
 
 interface Answer {
@@ -439,6 +440,43 @@ Deno.test("POST /users/batch queues a batch whole and stores each user once by i
       assert.equal((await store.totals()).rows, before.rows + 50, "each keyed user stored once");
 
       await runDocExamples(stack.url);
+
+      // Redis frozen: 503 queue_unavailable with every item's id, within REDIS_TIMEOUT_MS and the
+      // 100 ms docs/delivery.md, "Every answer is prompt" allows "as their client times it". Its
+      // "push that reaches a stalled Redis later than half that time does nothing", so once Redis
+      // runs again each id settles as never queued: 404.
+      stack.redis!.freeze();
+      const started = Date.now();
+      let frozen: Answer;
+      try {
+        frozen = await postBatch(stack, asJson(names(5, "frozen")));
+      } finally {
+        await delay(600);
+        stack.redis!.thaw();
+      }
+      const tookMs = Date.now() - started;
+      assert.equal(frozen.status, 503, JSON.stringify(frozen.body));
+      assert.ok(tookMs < 1_000 + 100 + 600, `answered after ${tookMs - 600} ms`);
+      assert.equal(frozen.body.code, "queue_unavailable");
+      // The replica was unready while Redis was frozen: Traefik routes to it again once it is ready.
+      await waitFor("the API ready again through Traefik", async () => {
+        const res = await fetch(`${stack.url}/readyz`);
+        await res.body?.cancel();
+        return res.status === 200;
+      });
+      assert.deepEqual(frozen.body.items.map((item: { code: string }) => item.code), [
+        "queue_unavailable",
+        "queue_unavailable",
+        "queue_unavailable",
+        "queue_unavailable",
+        "queue_unavailable",
+      ]);
+      assert.deepEqual(
+        await statuses(stack, frozen.body.items.map((item: { id: string }) => item.id)),
+        ["404", "404", "404", "404", "404"],
+      );
+      const after = await store.totals();
+      assert.deepEqual(after, { queued: 0, rows: after.rows }, "nothing queued once Redis ran");
     });
   } finally {
     await store.close();
@@ -535,6 +573,13 @@ Deno.test("POST /users/batch with QUEUE_SHARDS=3: a batch is stored by id, bulk-
       assert.equal(first.status, 202, JSON.stringify(first.body));
       const keyedIds: string[] = first.body.items.map((item: { id: string }) => item.id);
       assert.equal(new Set(keyedIds).size, 40, "distinct ids");
+      const shard = shardOf(keyedIds[0]!, 3);
+      assert.ok(keyedIds.every((id) => shardOf(id, 3) === shard), "every id in the key's shard");
+      assert.equal(
+        await store.redis.exists(store.keys[shard]!.idempotencyPrefix + key["Idempotency-Key"]),
+        1,
+        "the key's record in the same shard",
+      );
       const again = await postBatch(stack, asJson(keyed), key);
       assert.deepEqual(again.body, first.body);
       assert.equal(again.headers.get("Idempotent-Replayed"), "true");
