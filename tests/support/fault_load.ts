@@ -199,8 +199,8 @@ export async function classifyBatch(
     ? kinds.size === 2 && kinds.has("accepted") && kinds.has("rejected")
     : kinds.size === 1 && kinds.has(status === 202 ? "accepted" : "rejected");
   return shapeHeld ? outcomes : wrong(
-    `${status} whose items break docs/api.md (a 202 all queued, a 503 all refused, a 207 both; ` +
-      `a refusal with its code and Retry-After): ${text}`,
+    `${status} whose items break docs/api.md (a 202 all queued, a 503 all refused, a 207 both; each ` +
+      `refusal with its id, code and Retry-After): ${text}`,
   );
 }
 
