@@ -266,6 +266,7 @@ for (const shards of [3, 6]) {
       await stage.consumer(env);
       await stage.consumer(env);
       const load = stage.load(apis, "left-dead", { ratePerSecond: 300, concurrency: 64 });
+      const bulk = stage.load(apis, `left-dead-k${shards}-bulk`, BULK);
       const keyed = new RetryingClient({
         urls: apis.map((api) => api.url),
         prefix: `left-dead-k${shards}-keyed`,
@@ -316,8 +317,14 @@ for (const shards of [3, 6]) {
       });
       await delay(LEARN_MS + LEFT_DEAD_MS);
       // The keyed client's last users are tried for up to KEYED_GIVE_UP_MS more, still inside it.
-      const [outcomes, keyedUsers] = await Promise.all([load.stop(), keyed.stop()]);
+      const [single, batched, keyedUsers] = await Promise.all([
+        load.stop(),
+        bulk.stop(),
+        keyed.stop(),
+      ]);
       leftDead();
+      // A batch's users are held as the load's: each by its own item, in its own shard.
+      const outcomes = [...single, ...batched];
       const tries = keyed.answers;
       // The old master is still dead: the consumers drain the promoted one, and every 202 (those
       // of the backlog above included) must be stored exactly once.
@@ -350,7 +357,8 @@ for (const shards of [3, 6]) {
           } ` +
           `ms, bound ${boundMs} ms), ${lateOthers.length} to the others ` +
           `(${answerCounts(lateOthers)}); ${outcomes.length} sent in all ` +
-          `(${answerCounts(outcomes)}); keyed client: ${keyedUsers.length} keys, ` +
+          `(${answerCounts(outcomes)}; ${batchesSummary(batched, "of them in batches")}); ` +
+          `keyed client: ${keyedUsers.length} keys, ` +
           `${tries.length} tries (${answerCounts(tries)}); slowest answer ${slowest(outcomes)}, ` +
           `of a keyed try ${slowest(tries)}; drained ${seconds(drainMs)} after ` +
           `the last answer with the old master still dead`,
@@ -368,6 +376,10 @@ for (const shards of [3, 6]) {
         { wrong: [], slow: [] },
         `pushes to the orphaned shard must be refused as unconfirmed within ${boundMs} ms ` +
           `(${wrong.length} otherwise, ${slow.length} slower, of ${lateOrphaned.length})`,
+      );
+      assert.ok(
+        lateOrphaned.some((o) => batched.includes(o)),
+        "inconclusive: no user of a batch was pushed to the orphaned shard after the failover",
       );
       const refusedElsewhere = lateOthers.filter((o) => o.kind !== "accepted");
       assert.deepEqual(sample(refusedElsewhere), [], "the other shards accept every push");
