@@ -60,6 +60,7 @@ import { type ClusterRedis, REDIS_TICK_MS } from "../support/topology.ts";
 import type { LoadGenerator, Outcome } from "../support/fault_load.ts";
 import { RetryingClient } from "../support/retrying_client.ts";
 import { refusals, seconds } from "../support/summary_phrases.ts";
+import { batchesSummary } from "../support/stage_verify.ts";
 
 /** Accepted users wanted before the kill and again after the cluster is whole. */
 const PHASE = 600;
@@ -81,6 +82,12 @@ const KEYED_RATE = 30;
  */
 const KEYED_GIVE_UP_MS = 5_000;
 
+/**
+ * The bulk client beside each failover's load: batches of 25 users, 4 a second, so that batches
+ * meet the failover as the load's users do, and with several shards some span the failed master's.
+ */
+const BULK = { batchSize: 25, ratePerSecond: 4, concurrency: 4 };
+
 const CASES = [
   { wait: 1, shards: 1 },
   { wait: 0, shards: 1 },
@@ -100,6 +107,7 @@ for (const { wait, shards } of CASES) {
       await stage.consumer(env);
       await stage.consumer(env);
       const load = stage.load(apis, `failover-k${shards}-w${wait}`, { ratePerSecond: 500 });
+      const bulk = stage.load(apis, `failover-k${shards}-w${wait}-bulk`, BULK);
       await accepted(load, PHASE);
       // Shard 0's master: with one shard, every push goes there.
       const master = await cluster.masterOf(stage.shards[0]!.queue);
@@ -140,17 +148,23 @@ for (const { wait, shards } of CASES) {
       const rejoinMs = Date.now() - restartedAt;
       fault();
       await accepted(load, load.count("accepted") + PHASE);
-      const outcomes = await load.stop();
+      const [outcomes, batched] = await Promise.all([load.stop(), bulk.stop()]);
       const drainMs = await stage.drain();
       // Without WAIT, only a 202 the master gave alone may be lost (docs/scaling.md, "Failover and
       // `REDIS_WAIT_REPLICAS`": "without WAIT a failover can lose users answered 202 in its last
       // moments"); with it, none.
-      const report = await stage.verify(outcomes, {
+      const report = await stage.verify([...outcomes, ...batched], {
         label: `cluster failover K=${shards} ${mode}`,
         refusedMayBeStored: true,
         mayLose: wait === 0 ? { from: cutFrom, to: killedAt, shards: onMaster } : undefined,
         crashCountsMayRemain: true,
       });
+      // Each batch's refused users settled by the id its item names, as a refused user's is.
+      const settled = await stage.assertSettled(apis[0]!, batched);
+      assert.ok(
+        batched.some((o) => o.kind === "rejected"),
+        "inconclusive: no user of a batch was refused across the failover",
+      );
       await stage.stopAll();
       // The requests sent while the master was alone; those accepted into its shards are held
       // by no replica.
@@ -184,7 +198,9 @@ for (const { wait, shards } of CASES) {
           `${promoted.name} promoted and the cluster whole ${seconds(failoverMs)} after the ` +
           `kill (${acceptedDuring} accepted from the cut until then); the old master back as ` +
           `its replica in ${seconds(rejoinMs)}; drained ${seconds(drainMs)} after the last ` +
-          `answer; refusals: ${refusals(outcomes)}${lostSample}`,
+          `answer; refusals: ${refusals(outcomes)}${lostSample}; ` +
+          `${batchesSummary(batched, "batches")}, each refused one's id settled by ` +
+          `GET /users/{id} (${settled.stored} stored, ${settled.never} never queued)`,
       );
     },
   );
@@ -250,6 +266,7 @@ for (const shards of [3, 6]) {
       await stage.consumer(env);
       await stage.consumer(env);
       const load = stage.load(apis, "left-dead", { ratePerSecond: 300, concurrency: 64 });
+      const bulk = stage.load(apis, `left-dead-k${shards}-bulk`, BULK);
       const keyed = new RetryingClient({
         urls: apis.map((api) => api.url),
         prefix: `left-dead-k${shards}-keyed`,
@@ -300,8 +317,14 @@ for (const shards of [3, 6]) {
       });
       await delay(LEARN_MS + LEFT_DEAD_MS);
       // The keyed client's last users are tried for up to KEYED_GIVE_UP_MS more, still inside it.
-      const [outcomes, keyedUsers] = await Promise.all([load.stop(), keyed.stop()]);
+      const [single, batched, keyedUsers] = await Promise.all([
+        load.stop(),
+        bulk.stop(),
+        keyed.stop(),
+      ]);
       leftDead();
+      // A batch's users are held as the load's: each by its own item, in its own shard.
+      const outcomes = [...single, ...batched];
       const tries = keyed.answers;
       // The old master is still dead: the consumers drain the promoted one, and every 202 (those
       // of the backlog above included) must be stored exactly once.
@@ -334,7 +357,8 @@ for (const shards of [3, 6]) {
           } ` +
           `ms, bound ${boundMs} ms), ${lateOthers.length} to the others ` +
           `(${answerCounts(lateOthers)}); ${outcomes.length} sent in all ` +
-          `(${answerCounts(outcomes)}); keyed client: ${keyedUsers.length} keys, ` +
+          `(${answerCounts(outcomes)}; ${batchesSummary(batched, "of them in batches")}); ` +
+          `keyed client: ${keyedUsers.length} keys, ` +
           `${tries.length} tries (${answerCounts(tries)}); slowest answer ${slowest(outcomes)}, ` +
           `of a keyed try ${slowest(tries)}; drained ${seconds(drainMs)} after ` +
           `the last answer with the old master still dead`,
@@ -352,6 +376,10 @@ for (const shards of [3, 6]) {
         { wrong: [], slow: [] },
         `pushes to the orphaned shard must be refused as unconfirmed within ${boundMs} ms ` +
           `(${wrong.length} otherwise, ${slow.length} slower, of ${lateOrphaned.length})`,
+      );
+      assert.ok(
+        lateOrphaned.some((o) => batched.includes(o)),
+        "inconclusive: no user of a batch was pushed to the orphaned shard after the failover",
       );
       const refusedElsewhere = lateOthers.filter((o) => o.kind !== "accepted");
       assert.deepEqual(sample(refusedElsewhere), [], "the other shards accept every push");

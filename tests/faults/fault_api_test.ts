@@ -10,7 +10,9 @@ import assert from "node:assert/strict";
 import { delay } from "@users-pipeline/harness/wait";
 import { QUEUE_FULL } from "../support/answer_check.ts";
 import { killAll, processTree } from "../support/process_roster.ts";
+import type { LoadGenerator } from "../support/fault_load.ts";
 import { scenario } from "../support/scenario.ts";
+import { batchesSummary } from "../support/stage_verify.ts";
 import { FAST_ENV } from "../support/service_env.ts";
 import {
   answers,
@@ -23,6 +25,12 @@ import {
 
 /** How long a group of pushes may wait behind the call ahead of it (`server/grouped_pushes.ts`). */
 const GROUP_WAIT_MS = 5;
+/**
+ * The bulk client beside the load: batches of 25 users, 10 a second, and its keyed twin, 20 a
+ * batch: a modest share of what the 2-core machine sends, enough for kills to catch batches.
+ */
+const BULK = { batchSize: 25, ratePerSecond: 10, concurrency: 4 };
+const KEYED_BULK = { batchSize: 20, ratePerSecond: 10 };
 
 scenario("an API replica SIGKILLed under load: every 202 it gave is stored", async (stage) => {
   const redisServer = stage.world.topology;
@@ -32,13 +40,20 @@ scenario("an API replica SIGKILLed under load: every 202 it gave is stored", asy
   await stage.consumer();
   const load = stage.load([victim, other], "api-kill", { concurrency: 24 });
   const keyed = stage.retrying([victim, other], "api-kill-keyed");
+  const bulk = stage.load([victim, other], "api-kill-bulk", BULK);
+  const keyedBulk = stage.retrying([victim, other], "api-kill-keyed-bulk", KEYED_BULK);
+  const loads = [load, bulk];
+  const clients = [keyed, keyedBulk];
   let current = victim;
   let hits = 0;
+  let bulkHits = 0;
   let attempts = 0;
   let heldAtKills = 0;
   const restartMs: number[] = [];
   const stalledMs: number[] = [];
-  while (hits < 3 && attempts < 10) {
+  // Each keyed client must meet a kill too (`verifyDelivery` holds it inconclusive otherwise).
+  const unmet = () => clients.some((client) => client.answers.every((a) => a.kind === "accepted"));
+  while ((hits < 3 || bulkHits < 1 || unmet()) && attempts < 10) {
     attempts++;
     await delay(700);
     // Read the process tree first, so the kill follows the snapshot at once.
@@ -56,10 +71,9 @@ scenario("an API replica SIGKILLed under load: every 202 it gave is stored", asy
       await delay(100);
       // Out of the rotation, as a load balancer takes out a replica that is
       // down: only the requests the replica holds can be cut.
-      load.withdraw(victim.url);
-      keyed.withdraw(victim.url);
-      inFlight = load.inFlightNames(victim.url);
-      keyedInFlight = keyed.inFlight(victim.url);
+      for (const client of [...loads, ...clients]) client.withdraw(victim.url);
+      inFlight = loads.flatMap((generator) => generator.inFlightNames(victim.url));
+      keyedInFlight = clients.reduce((sum, client) => sum + client.inFlight(victim.url), 0);
       stage.expectEnd(current.process);
       cut = stage.fault("API replica SIGKILLed", ["cut"]);
       killAll(pids, "SIGKILL");
@@ -80,31 +94,34 @@ scenario("an API replica SIGKILLed under load: every 202 it gave is stored", asy
     }
     await current.process.status;
     current = await stage.server({}, victim.port);
-    load.restore(victim.url);
-    keyed.restore(victim.url);
+    for (const client of [...loads, ...clients]) client.restore(victim.url);
     cut();
     restartMs.push(Date.now() - killedAt);
     heldAtKills += inFlight.length + keyedInFlight;
     // The kill hit if some request it had was cut off rather than answered.
-    const cutOff = load.outcomes.filter((o) =>
-      inFlight.includes(o.name) && o.kind === "indeterminate"
-    );
-    if (cutOff.length > 0) hits++;
+    const held = new Set(inFlight);
+    const cutOff = (generator: LoadGenerator) =>
+      generator.outcomes.some((o) => held.has(o.name) && o.kind === "indeterminate");
+    if (cutOff(load)) hits++;
+    if (cutOff(bulk)) bulkHits++;
   }
   await delay(500);
   // Only requests the killed replicas held may be cut off, the keyed client's among them.
-  const { outcomes, drainMs, report } = await stage.settle(load, {
+  const { outcomes, drainMs, report } = await stage.settle(loads, {
     maxIndeterminate: heldAtKills,
-    keyed,
+    keyed: clients,
   });
   assert.ok(hits >= 3, `inconclusive: only ${hits} of ${attempts} kills cut off a request`);
+  assert.ok(bulkHits >= 1, `inconclusive: none of ${attempts} kills cut off a batch`);
   await stage.stopAll();
   stage.summary(
     `API SIGKILL: ${answers(report)} [${refusals(outcomes)}], ${hits} SIGKILLs cut requests ` +
       `off (${attempts} sent; ${heldAtKills} requests in flight at the kills, held there by a ` +
       `Redis stall of ${Math.max(...stalledMs)} ms at most), ` +
       `replica back in ${seconds(avg(restartMs))} avg, ${verdict(report)}, drained in ` +
-      `${seconds(drainMs)}; ${keyedSummary(keyed)}`,
+      `${seconds(drainMs)}; ${keyedSummary(keyed)}; ${bulkHits} kills cut a batch off, ` +
+      `${batchesSummary(bulk.outcomes, "batches")}, ` +
+      batchesSummary(keyedBulk.answers, "keyed batches' tries"),
   );
 });
 

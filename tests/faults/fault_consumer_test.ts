@@ -20,6 +20,7 @@ import { scenario } from "../support/scenario.ts";
 import { envelopes, rowCount, waitForHolders } from "../support/scenario_setups.ts";
 import type { EnvChanges } from "../support/service_env.ts";
 import type { Stage } from "../support/stage.ts";
+import { batchesSummary } from "../support/stage_verify.ts";
 import { answers, avg, seconds, verdict } from "../support/summary_phrases.ts";
 import type { Outcome } from "../support/fault_load.ts";
 import { hasEvent, numberField, serviceEvents } from "../support/service_events.ts";
@@ -38,8 +39,11 @@ for (const mode of ["batch", "single"] as const) {
         `kills-${mode}`,
         mode === "single" ? { ratePerSecond: 700 } : {},
       );
-      const kills = await killRepeatedly(stage, consumers, env, { hits: 6 });
-      const { drainMs, report } = await stage.settle(load);
+      // Batches beside it, so that kills land on consumers holding users a batch queued.
+      const bulkPrefix = `kills-${mode}-bulk`;
+      const bulk = stage.load([api], bulkPrefix, { batchSize: 25, ratePerSecond: 8 });
+      const kills = await killRepeatedly(stage, consumers, env, { hits: 6, bulkPrefix });
+      const { drainMs, report } = await stage.settle([load, bulk]);
       await stage.stopAll();
       stage.summary(
         `consumer SIGKILL (${mode}): ${
@@ -48,7 +52,8 @@ for (const mode of ["batch", "single"] as const) {
           `(${kills.attempts} sent, ${kills.heldTotal} items held), each batch recovered (at ` +
           `most ${seconds(kills.recoveryBoundMs)}) in ` +
           `${seconds(kills.recoveryAvgMs)} avg / ${seconds(kills.recoveryMaxMs)} max, ` +
-          `${verdict(report)}, drained in ${seconds(drainMs)}`,
+          `${verdict(report)}, drained in ${seconds(drainMs)}; ${kills.bulkHeld} users of ` +
+          `batches in hand at the kills, ${batchesSummary(bulk.outcomes, "batches")}`,
       );
     },
   );
@@ -444,20 +449,27 @@ async function killRepeatedly(
   stage: Stage,
   consumers: TaskProcess[],
   env: EnvChanges,
-  { hits: wanted, gapMs = 400, maxAttempts = 20 }: {
+  { hits: wanted, gapMs = 400, maxAttempts = 20, bulkPrefix }: {
     hits: number;
     gapMs?: number;
     maxAttempts?: number;
+    /** The names' prefix of a bulk client: go on until a kill landed on one of its users too. */
+    bulkPrefix?: string;
   },
 ) {
   const { redis } = stage.world;
+  const ofBatch = (items: readonly string[]) =>
+    bulkPrefix === undefined
+      ? 0
+      : items.filter((item) => JSON.parse(item).name.startsWith(`${bulkPrefix}-`)).length;
   let hits = 0;
   let attempts = 0;
   let heldTotal = 0;
+  let bulkHeld = 0;
   const recoveries: Promise<number>[] = [];
   for (
     let slot = 0;
-    hits < wanted && attempts < maxAttempts;
+    (hits < wanted || (bulkPrefix !== undefined && bulkHeld === 0)) && attempts < maxAttempts;
     slot = (slot + 1) % consumers.length
   ) {
     attempts++;
@@ -468,12 +480,21 @@ async function killRepeatedly(
     // the batch seen in hand is acknowledged before the signal lands.
     const pids = processTree(victim.pid);
     const until = Date.now() + 1_000;
-    while (Date.now() < until && (await redis.llen(key)) === 0) await delay(1);
+    // Until a kill caught a user of a batch, wait for one in hand: a batch's users arrive as one
+    // block, which a consumer in batch mode takes in one fetch among many of the load's.
+    const wantBulk = bulkPrefix !== undefined && bulkHeld === 0;
+    while (Date.now() < until) {
+      const inHand = wantBulk ? ofBatch(await redis.lrange(key, 0, -1)) : await redis.llen(key);
+      if (inHand > 0) break;
+      await delay(1);
+    }
     stage.expectEnd(victim);
     killAll(pids, "SIGKILL");
     const killedAt = Date.now();
     // Its heartbeat outlives it by at least 600 ms: what it held is still there.
-    const held = await redis.llen(key);
+    const items = await redis.lrange(key, 0, -1);
+    const held = items.length;
+    bulkHeld += ofBatch(items);
     await victim.status;
     consumers[slot] = await stage.consumer(env);
     if (held === 0) continue;
@@ -491,6 +512,10 @@ async function killRepeatedly(
     hits >= wanted,
     `inconclusive: only ${hits} of ${attempts} kills landed with a batch in hand`,
   );
+  assert.ok(
+    bulkPrefix === undefined || bulkHeld > 0,
+    `inconclusive: none of ${attempts} kills landed with a user of a batch in hand`,
+  );
   const settings = stage.env(env);
   const recoveryBoundMs = recoveryBound(settings);
   assert.ok(
@@ -503,6 +528,7 @@ async function killRepeatedly(
     hits,
     attempts,
     heldTotal,
+    bulkHeld,
     recoveryAvgMs: avg(times),
     recoveryMaxMs: Math.max(...times),
     recoveryBoundMs,

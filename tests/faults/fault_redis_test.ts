@@ -16,7 +16,7 @@ import type { TaskProcess } from "@users-pipeline/harness/processes";
 import { projectEnv } from "@users-pipeline/harness/repo";
 import { delay, waitFor } from "@users-pipeline/harness/wait";
 import { QUEUE_UNAVAILABLE } from "../support/answer_check.ts";
-import type { LoadGenerator } from "../support/fault_load.ts";
+import type { LoadGenerator, Outcome } from "../support/fault_load.ts";
 import { scenario } from "../support/scenario.ts";
 import {
   assertCleanExits,
@@ -25,7 +25,8 @@ import {
   twoInsertingOneIdle,
 } from "../support/scenario_setups.ts";
 import { ANSWER_MARGIN_MS, FAST_ENV } from "../support/service_env.ts";
-import type { Stage } from "../support/stage.ts";
+import type { Api, Stage } from "../support/stage.ts";
+import { batchesSummary, pushMayHaveRun } from "../support/stage_verify.ts";
 import type { StandaloneRedis } from "../support/topology.ts";
 import {
   answers,
@@ -37,6 +38,12 @@ import {
 } from "../support/summary_phrases.ts";
 
 const DRAIN_MS = Number(projectEnv().SHUTDOWN_DRAIN_MS);
+/**
+ * The bulk client beside each outage's load: batches of 25 users, 8 a second (200 users/s), so
+ * the 2-core machine holds it beside the single-user load; and its keyed twin, 20 a batch.
+ */
+const BULK = { batchSize: 25, ratePerSecond: 8, concurrency: 4 };
+const KEYED_BULK = { batchSize: 20, ratePerSecond: 5 };
 import { hasEvent, numberField, serviceEvents } from "../support/service_events.ts";
 
 scenario(
@@ -48,6 +55,8 @@ scenario(
     // one consumer in single mode turns out slower than the API on this machine.
     const load = stage.load([api], "redis-kill", { ratePerSecond: 2_000 });
     const keyed = stage.retrying([api], "redis-kill-keyed");
+    const bulk = stage.load([api], "redis-kill-bulk", BULK);
+    const keyedBulk = stage.retrying([api], "redis-kill-keyed-bulk", KEYED_BULK);
     await delay(2_000);
     const consumer = await stage.consumer({ CONSUMER_MODE: "single" });
     await delay(1_000);
@@ -96,13 +105,20 @@ scenario(
     const apiBackMs = await acceptingAgain(load, restartedAt);
     down();
     await delay(1_000);
-    const { outcomes, drainMs, report } = await stage.settle(load, { keyed });
+    const { outcomes, drainMs, report } = await stage.settle([load, bulk], {
+      keyed: [keyed, keyedBulk],
+    });
     const during = outcomes.filter((o) => o.sentAt >= killedAt && o.sentAt < restartedAt);
     assert.ok(backlog > 0, "inconclusive: nothing was queued when Redis died");
     assert.ok(
       during.some((o) => o.status === 503),
       "inconclusive: no request was answered while Redis was down",
     );
+    assert.ok(
+      bulk.outcomes.some((o) => o.status === 503 && o.sentAt >= killedAt && o.sentAt < restartedAt),
+      "inconclusive: no batch was answered while Redis was down",
+    );
+    const settled = await assertNamedAndSettled(stage, api, outcomes);
     const outage = redisOutage(consumer, stage);
     await stage.stopAll();
     stage.summary(
@@ -111,7 +127,11 @@ scenario(
         `${during.filter((o) => o.status === 503).length} × 503 while down, API accepting ` +
         `${seconds(apiBackMs)} after the restart, the same consumer saw the outage end after ` +
         `${seconds(outage.ms)} and drained the rest in ${seconds(drainMs)}, ${verdict(report)}; ` +
-        `an API and a consumer SIGTERMed while it was down exited 0; ${keyedSummary(keyed)}`,
+        `an API and a consumer SIGTERMed while it was down exited 0; ${keyedSummary(keyed)}; ` +
+        `${batchesSummary(bulk.outcomes, "batches")}, ${
+          batchesSummary(keyedBulk.answers, "keyed batches' tries")
+        }; each 503's id settled by GET /users/{id} (${settled.stored} stored, ${settled.never} ` +
+        `never queued)`,
     );
   },
 );
@@ -124,6 +144,8 @@ scenario(
     const consumers = [await stage.consumer(), await stage.consumer()];
     const load = stage.load([api], "redis-freeze", { ratePerSecond: 1_000 });
     const keyed = stage.retrying([api], "redis-freeze-keyed");
+    const bulk = stage.load([api], "redis-freeze-bulk", BULK);
+    const keyedBulk = stage.retrying([api], "redis-freeze-keyed-bulk", KEYED_BULK);
     await delay(1_500);
     const frozen = stage.fault("Redis frozen", ["unavailable"]);
     redisServer.server.freeze();
@@ -144,7 +166,13 @@ scenario(
     const apiBackMs = await acceptingAgain(load, thawedAt);
     frozen();
     await delay(1_500);
-    const [outcomes] = await Promise.all([load.stop(), keyed.stop()]);
+    const [single, batched] = await Promise.all([
+      load.stop(),
+      bulk.stop(),
+      keyed.stop(),
+      keyedBulk.stop(),
+    ]);
+    const outcomes = [...single, ...batched];
     // A push in flight when SIGSTOP landed may have run just before it, its
     // reply then read only after SIGCONT: the API had answered 503 long
     // before. Such a user may be stored (once); nothing else answered 503 may,
@@ -154,19 +182,19 @@ scenario(
       o.sentAt <= frozenAt && o.sentAt + o.ms >= frozenAt
     ).map((o) => o.name);
     const drainMs = await stage.drain();
-    const report = await stage.verify(outcomes, { mayStore: straddling, keyed });
-    const settled = await stage.assertSettled(api, outcomes);
-    assert.equal(
-      settled.stored + settled.never,
-      outcomes.filter((o) => o.code === QUEUE_UNAVAILABLE).length,
-      "every 503 queue_unavailable names the id it minted",
-    );
+    const report = await stage.verify(outcomes, {
+      mayStore: straddling,
+      keyed: [keyed, keyedBulk],
+    });
+    const settled = await assertNamedAndSettled(stage, api, outcomes);
     // Requests sent well inside the freeze: none could be queued, each must
     // be a prompt 503 with Retry-After.
     const inside = outcomes.filter((o) =>
       o.sentAt >= frozenAt + 100 && o.sentAt < thawedAt - 1_000
     );
     assert.ok(inside.length > 0, "inconclusive: no request was sent during the freeze");
+    const batchedInside = new Set(batched).intersection(new Set(inside));
+    assert.ok(batchedInside.size > 0, "inconclusive: no batch was sent during the freeze");
     const bad = inside.filter((o) => o.status !== 503 || o.retryAfter === null);
     assert.deepEqual(bad.slice(0, 5), [], `${bad.length} requests during the freeze not a 503`);
     // Prompt: verify() held every answer to REDIS_TIMEOUT_MS + ANSWER_MARGIN_MS, as the client
@@ -186,7 +214,8 @@ scenario(
         `(${settled.stored} stored, ${settled.never} never queued), /readyz 503 "${readyz.reason}" in ${readyz.ms} ms ` +
         `while frozen, the same 2 consumers drained (fenced and ` +
         `re-registered ${fenced}×), ${verdict(report)}, drained in ${seconds(drainMs)}; ` +
-        keyedSummary(keyed),
+        `${keyedSummary(keyed)}; ${batchesSummary(batched, "batches")}, ` +
+        batchesSummary(keyedBulk.answers, "keyed batches' tries"),
     );
   },
 );
@@ -327,6 +356,26 @@ scenario(
     );
   },
 );
+
+/**
+ * Settles every refusal that may have queued its user by the id it names (`Stage.assertSettled`),
+ * after checking that each names one: docs/delivery.md, "What each answer means for the client":
+ * a 503 `queue_unavailable`, alone or as a batch's item, is settled by `GET /users/<id>` "with the
+ * id in the answer".
+ */
+async function assertNamedAndSettled(
+  stage: Stage,
+  api: Api,
+  outcomes: readonly Outcome[],
+): Promise<{ stored: number; never: number }> {
+  const unnamed = outcomes.filter((o) => pushMayHaveRun(o) && o.id === undefined);
+  assert.deepEqual(
+    unnamed.slice(0, 5),
+    [],
+    `${unnamed.length} × 503 queue_unavailable or unconfirmed without the id it minted`,
+  );
+  return await stage.assertSettled(api, outcomes);
+}
 
 /** Waits until a request sent after `since` is accepted; returns the ms since `since`. */
 async function acceptingAgain(load: LoadGenerator, since: number): Promise<number> {

@@ -3,7 +3,9 @@
  * tells clients to: every `POST /users` carries an `Idempotency-Key` of its
  * own, and every answer a fault may cause (a 503 with its code, a cut
  * connection) is retried with the same key, after its `Retry-After`, until a
- * 202 comes. An answer no fault explains (a 500, a 503 without its code or
+ * 202 comes. With `batchSize`, each key is a `POST /users/batch` of that many
+ * users, retried whole with its key and the same users, as docs/api.md tells a
+ * keyed batch's client to, until its 202. An answer no fault explains (a 500, a 503 without its code or
  * Retry-After, a 4xx, no answer within `timeoutMs`) ends its user instead:
  * retried, it would be hidden by the 202 that follows.
  * The fault scenarios run it beside their load and then hold the pipeline to
@@ -18,15 +20,16 @@
  */
 
 import { excuseFor } from "./answer_check.ts";
-import { type Outcome, postUser } from "./fault_load.ts";
+import { type Outcome, postBatch, postUser } from "./fault_load.ts";
 
 /** One user the client set out to create. */
 export interface KeyedUser {
+  /** Its request's key: a batch's users share it. */
   readonly key: string;
   readonly name: string;
   /** The id of the 202 it ended with; absent while it is still trying, or once it gave up. */
   id?: string;
-  /** Requests sent for it. */
+  /** Requests sent for it (a batch's, with every user of the batch). */
   tries: number;
   /** True once it stopped without a 202: its time ran out, or an answer no fault explains came. */
   gaveUp: boolean;
@@ -38,8 +41,10 @@ export interface RetryingClientOptions {
   readonly urls: readonly string[];
   /** Prefix of every name and key. */
   readonly prefix: string;
-  /** New users per second (each then retried until it got its 202). */
+  /** New keys per second (each then retried until it got its 202). */
   readonly ratePerSecond: number;
+  /** Users per key: above 1, each key is one `POST /users/batch` of them. @default 1 */
+  readonly batchSize?: number;
   /** How long one user may be tried before the client gives it up. @default 60_000 */
   readonly giveUpMs?: number;
   /** A try without an answer after this long is a hang, which ends its user. @default 5_000 */
@@ -58,14 +63,19 @@ export class RetryingClient {
   readonly #options: Required<RetryingClientOptions>;
   readonly #running: Promise<void>[] = [];
   readonly #withdrawn = new Set<string>();
-  /** The URL of each try waiting for its answer, by its number. */
-  readonly #inFlight = new Map<number, string>();
+  /** The URL and user count of each try waiting for its answer, by its number. */
+  readonly #inFlight = new Map<number, { url: string; users: number }>();
   #stopped = false;
   #tries = 0;
   #starter: Promise<void> = Promise.resolve();
 
   constructor(options: RetryingClientOptions) {
-    this.#options = { giveUpMs: 60_000, timeoutMs: 5_000, ...options };
+    this.#options = {
+      giveUpMs: 60_000,
+      timeoutMs: 5_000,
+      ...options,
+      batchSize: options.batchSize ?? 1,
+    };
   }
 
   /** Starts creating users; returns at once. */
@@ -92,12 +102,14 @@ export class RetryingClient {
     return this.users;
   }
 
-  /** Tries waiting for an answer now, to `url` or to any API. */
+  /** Users whose try waits for an answer now, to `url` or to any API. */
   inFlight(url?: string): number {
-    return [...this.#inFlight.values()].filter((to) => url === undefined || to === url).length;
+    return [...this.#inFlight.values()]
+      .filter((to) => url === undefined || to.url === url)
+      .reduce((sum, to) => sum + to.users, 0);
   }
 
-  /** Every try sent, for every user: how many retries the faults cost. */
+  /** Every try sent, for every key: how many retries the faults cost. */
   get tries(): number {
     return this.#tries;
   }
@@ -112,55 +124,56 @@ export class RetryingClient {
   }
 
   async #start(): Promise<void> {
-    const { prefix, ratePerSecond } = this.#options;
+    const { prefix, ratePerSecond, batchSize } = this.#options;
     const startedAt = Date.now();
     for (let n = 0; !this.#stopped; n++) {
       const wait = startedAt + (n * 1_000) / ratePerSecond - Date.now();
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       if (this.#stopped) break;
-      const user: KeyedUser = {
+      const users = Array.from({ length: batchSize }, (_, i): KeyedUser => ({
         key: `${prefix}-key-${n}`,
-        name: `${prefix}-${n}`,
+        name: `${prefix}-${n * batchSize + i}`,
         tries: 0,
         gaveUp: false,
-      };
-      this.users.push(user);
-      this.#running.push(this.#create(user));
+      }));
+      this.users.push(...users);
+      this.#running.push(this.#create(users));
     }
   }
 
-  async #create(user: KeyedUser): Promise<void> {
+  /** Sends `users` (one, or a batch) with their key until every one got its 202, or gives up. */
+  async #create(users: readonly KeyedUser[]): Promise<void> {
     const { giveUpMs, timeoutMs } = this.#options;
+    const { key } = users[0]!;
+    const names = users.map((user) => user.name);
     const deadline = Date.now() + giveUpMs;
     while (Date.now() < deadline) {
       const n = this.#tries++;
       const url = this.#pick(n);
-      user.tries++;
+      for (const user of users) user.tries++;
       let pause = 100;
       if (url !== undefined) {
-        this.#inFlight.set(n, url);
-        const answer = await postUser({
-          url,
-          name: user.name,
-          key: user.key,
-          sentAt: Date.now(),
-          timeoutMs,
-        });
+        this.#inFlight.set(n, { url, users: users.length });
+        const sentAt = Date.now();
+        const answers = users.length === 1
+          ? [await postUser({ url, name: names[0]!, key, sentAt, timeoutMs })]
+          : await postBatch({ url, names, key, sentAt, timeoutMs });
         this.#inFlight.delete(n);
-        this.answers.push(answer);
-        if (answer.kind === "accepted") {
-          user.id = answer.id;
+        this.answers.push(...answers);
+        if (answers.every((answer) => answer.kind === "accepted")) {
+          users.forEach((user, i) => user.id = answers[i]!.id);
           return;
         }
         // No fault explains it (a 500, a 4xx, a hang): the answer stays for the checks to report,
         // where a retry's 202 would have hidden it.
-        if (excuseFor(answer) === undefined) break;
-        if (answer.retryAfter) pause = Number(answer.retryAfter) * 1_000;
+        if (answers.some((answer) => answer.kind !== "accepted" && !excuseFor(answer))) break;
+        const retryAfter = answers.find((answer) => answer.retryAfter)?.retryAfter;
+        if (retryAfter) pause = Number(retryAfter) * 1_000;
       }
       const wait = Math.max(0, Math.min(pause, deadline - Date.now()));
       await new Promise((resolve) => setTimeout(resolve, wait));
     }
-    user.gaveUp = true;
+    for (const user of users) user.gaveUp = true;
   }
 
   #pick(n: number): string | undefined {
@@ -203,20 +216,24 @@ export function settleKeyed(
   for (const answer of options.answers ?? []) {
     answered.set(answer.name, [...answered.get(answer.name) ?? [], answer]);
   }
+  const perKey = new Map<string, number>();
+  for (const { key } of users) perKey.set(key, (perKey.get(key) ?? 0) + 1);
   const problems: string[] = [];
   for (const user of users) {
+    // A batch's users share their key: its name tells them apart.
+    const who = perKey.get(user.key)! > 1 ? `${user.key} ${user.name}` : user.key;
     const ids = found.get(user.name) ?? [];
-    if (ids.length > 1) problems.push(`${user.key}: ${ids.length} rows`);
-    else if (user.id !== undefined && ids.length === 0) problems.push(`${user.key}: 202, no row`);
+    if (ids.length > 1) problems.push(`${who}: ${ids.length} rows`);
+    else if (user.id !== undefined && ids.length === 0) problems.push(`${who}: 202, no row`);
     else if (user.id !== undefined && ids[0] !== user.id) {
-      problems.push(`${user.key}: 202 for ${user.id}, stored as ${ids[0]}`);
+      problems.push(`${who}: 202 for ${user.id}, stored as ${ids[0]}`);
     } else if (user.id === undefined && ids.length > 0) {
       const tries = answered.get(user.name) ?? [];
       const named = tries.some((answer) => answer.kind === "rejected" && answer.id === ids[0]);
       const unanswered = tries.some((answer) => answer.kind === "indeterminate");
-      if (tries.length === 0) problems.push(`${user.key}: given up, stored`);
+      if (tries.length === 0) problems.push(`${who}: given up, stored`);
       else if (!named && !unanswered) {
-        problems.push(`${user.key}: given up, stored as ${ids[0]}, which no refusal of it named`);
+        problems.push(`${who}: given up, stored as ${ids[0]}, which no refusal of it named`);
       }
     }
   }

@@ -203,3 +203,58 @@ Deno.test("settleKeyed() allows a key given up stored only where its answers say
   const cut = { name: "n", url: "u", kind: "indeterminate" as const, sentAt: 0, ms: 5 };
   assert.deepEqual(settleKeyed([given], row, { answers: [refusal("3"), cut] }), []);
 });
+
+Deno.test("RetryingClient with batchSize retries a keyed batch whole with its key and users until its 202", async () => {
+  const tries = new Map<string, number>();
+  const bodies = new Map<string, string[]>();
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (request) => {
+    assert.equal(new URL(request.url).pathname, "/users/batch");
+    const key = request.headers.get("Idempotency-Key")!;
+    const users: { name: string }[] = await request.json();
+    const body = JSON.stringify(users);
+    bodies.set(key, [...bodies.get(key) ?? [], body]);
+    const n = (tries.get(key) ?? 0) + 1;
+    tries.set(key, n);
+    const ids = users.map(({ name }) => `id-of-${name}`);
+    if (n === 1) {
+      return Response.json({
+        error: "down",
+        code: "queue_unavailable",
+        items: ids.map((id) => ({ id, status: 503, code: "queue_unavailable" })),
+      }, { status: 503, headers: { "Retry-After": "0" } });
+    }
+    return Response.json({ items: ids.map((id) => ({ id })) }, { status: 202 });
+  });
+  try {
+    const client = new RetryingClient({
+      urls: [`http://127.0.0.1:${server.addr.port}`],
+      prefix: "b",
+      ratePerSecond: 100,
+      batchSize: 3,
+    }).start();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const users = await client.stop();
+    assert.ok(users.length >= 6 && users.length % 3 === 0, `${users.length} users`);
+    assert.equal(client.tries, (users.length / 3) * 2, "each batch tried twice");
+    for (const [key, sent] of bodies) {
+      assert.equal(sent.length, 2, key);
+      assert.equal(sent[0], sent[1], `${key} is retried with the same users`);
+    }
+    assert.deepEqual(
+      users.slice(0, 3).map(({ key, name, id, tries }) => ({ key, name, id, tries })),
+      [
+        { key: "b-key-0", name: "b-0", id: "id-of-b-0", tries: 2 },
+        { key: "b-key-0", name: "b-1", id: "id-of-b-1", tries: 2 },
+        { key: "b-key-0", name: "b-2", id: "id-of-b-2", tries: 2 },
+      ],
+    );
+    assert.equal(client.answers.length, users.length * 2, "an answer per user per try");
+    const rows = users.map((user) => ({ id: user.id!, name: user.name }));
+    assert.deepEqual(client.settled(rows), []);
+    assert.deepEqual(client.settled([...rows, { id: "again", name: "b-1" }]), [
+      "b-key-0 b-1: 2 rows",
+    ]);
+  } finally {
+    await server.shutdown();
+  }
+});

@@ -234,11 +234,20 @@ export class Stage<T extends Topology = Topology> implements AsyncDisposable {
   }
 
   /**
-   * Starts a {@linkcode RetryingClient} on `apis`: `ratePerSecond` new users, each retried with
-   * its Idempotency-Key until it gets its 202.
+   * Starts a {@linkcode RetryingClient} on `apis`: `ratePerSecond` new keys (a user each, or a
+   * batch of `batchSize`), each retried with its Idempotency-Key until it gets its 202.
    */
-  retrying(apis: readonly Api[], prefix: string, ratePerSecond = 100): RetryingClient {
-    return new RetryingClient({ urls: apis.map((api) => api.url), prefix, ratePerSecond }).start();
+  retrying(
+    apis: readonly Api[],
+    prefix: string,
+    { ratePerSecond = 100, batchSize }: { ratePerSecond?: number; batchSize?: number } = {},
+  ): RetryingClient {
+    return new RetryingClient({
+      urls: apis.map((api) => api.url),
+      prefix,
+      ratePerSecond,
+      batchSize,
+    }).start();
   }
 
   /** The processing lists (one per shard) of the consumer `consumer` runs as now (its events). */
@@ -355,12 +364,19 @@ export class Stage<T extends Topology = Topology> implements AsyncDisposable {
     return verifyDelivery(this, outcomes, options);
   }
 
-  /** Ends a scenario's load: stops it, waits for the queue to drain and {@linkcode verify}s. */
+  /**
+   * Ends a scenario's load (one generator, or several: single users and batches, say): stops it
+   * and its keyed clients, waits for the queue to drain and {@linkcode verify}s every outcome.
+   */
   async settle(
-    load: LoadGenerator,
+    load: LoadGenerator | readonly LoadGenerator[],
     options: VerifyOptions = {},
   ): Promise<{ outcomes: Outcome[]; drainMs: number; report: StageReport }> {
-    const [outcomes] = await Promise.all([load.stop(), options.keyed?.stop()]);
+    const [loaded] = await Promise.all([
+      Promise.all([load].flat().map((generator) => generator.stop())),
+      ...[options.keyed ?? []].flat().map((client) => client.stop()),
+    ]);
+    const outcomes = loaded.flat();
     const drainMs = await this.drain();
     const report = await this.verify(outcomes, options);
     return { outcomes, drainMs, report };

@@ -62,16 +62,16 @@ export interface VerifyOptions extends AnswerCheckOptions {
    */
   refusedMayBeStored?: boolean;
   /**
-   * A client that retried every non-202 with its key beside the load: each
-   * key that got a 202 must be stored exactly once under that id, and no key
-   * given up (none may be). Its tries are held to the load's checks, their
-   * indeterminate ones counted with the load's against `maxIndeterminate`, and
-   * at least one must have met a fault (an answer other than 202), or the
-   * scenario is inconclusive: a client that only ever got 202s proved nothing
-   * about retrying with a key.
-   * `Stage.settle` stops it with the load.
+   * Clients that retried every non-202 with their key beside the load (one of
+   * single users, one of batches, say): each key's user that got a 202 must be
+   * stored exactly once under that id, and no key given up (none may be).
+   * Their tries are held to the load's checks, their indeterminate ones
+   * counted with the load's against `maxIndeterminate`, and each client must
+   * have met a fault (an answer other than 202), or the scenario is
+   * inconclusive: a client that only ever got 202s proved nothing about
+   * retrying with a key. `Stage.settle` stops them with the load.
    */
-  keyed?: RetryingClient;
+  keyed?: RetryingClient | readonly RetryingClient[];
   /**
    * The only 202s that may be missing from the table: those of a request that overlapped the
    * window, for a user of one of its shards (only without REDIS_WAIT_REPLICAS, across a master's
@@ -124,7 +124,8 @@ export async function verifyDelivery(
 ): Promise<StageReport> {
   const { sql, redis } = stage.world;
   const rows = await sql<{ id: string; name: string }[]>`select id::text, name from users`;
-  const keyed = options.keyed?.users ?? [];
+  const clients = [options.keyed ?? []].flat();
+  const keyed = clients.flatMap((client) => client.users);
   const unconfirmed = outcomes.filter(pushMayHaveRun);
   const report = checkDelivery(outcomes, rows, {
     injected: [
@@ -152,10 +153,8 @@ export async function verifyDelivery(
   if (options.label !== undefined) console.log(`${options.label}: ${accounting(result)}`);
 
   stage.assertRunning();
-  if (options.keyed !== undefined) {
-    const problems = options.keyed.settled(rows);
-    assert.deepEqual(problems.slice(0, 5), [], `${problems.length} keys not stored exactly once`);
-  }
+  const problems = clients.flatMap((client) => client.settled(rows));
+  assert.deepEqual(problems.slice(0, 5), [], `${problems.length} keys not stored exactly once`);
   const { mayLose } = options;
   const byName = new Map(outcomes.map((o) => [o.name, o]));
   const held = mayLose === undefined ? report : {
@@ -169,11 +168,10 @@ export async function verifyDelivery(
     const buried = [...reasons].map(([reason, n]) => `${n} × ${reason}`).join("; ");
     assert.fail(`${describeProblems(held)}\ndead letters: ${buried || "none"}\n${stage.tails()}`);
   }
-  const tries = options.keyed?.answers ?? [];
-  stage.assertAnswers([...outcomes, ...tries], options);
-  if (options.keyed !== undefined) {
-    const gaveUp = keyed.filter((user) => user.gaveUp).map((user) => user.key);
-    assert.deepEqual(gaveUp.slice(0, 5), [], `${gaveUp.length} keys given up without a 202`);
+  stage.assertAnswers([...outcomes, ...clients.flatMap((client) => client.answers)], options);
+  const gaveUp = keyed.filter((user) => user.gaveUp).map((user) => user.name);
+  assert.deepEqual(gaveUp.slice(0, 5), [], `${gaveUp.length} keyed users given up without a 202`);
+  for (const { answers: tries } of clients) {
     assert.ok(
       tries.some((answer) => answer.kind !== "accepted"),
       `inconclusive: the keyed client met no fault (${tries.length} tries, each a 202)`,
@@ -266,6 +264,25 @@ export function accounting(report: StageReport): string {
     `(${report.unconfirmedStored} stored), refused ${report.rejected - report.unconfirmed}, ` +
     `indeterminate ${report.indeterminate} (${report.indeterminateStored} stored), ` +
     `crash counts left ${report.crashCounts}`;
+}
+
+/**
+ * What a batch client's users were told, for a scenario's summary: `batches: 1200 users, 1100 ×
+ * 202, 100 × 503 queue_unavailable, 25 × cut`.
+ */
+export function batchesSummary(outcomes: readonly Outcome[], what: string): string {
+  const told = new Map<string, number>();
+  for (const o of outcomes) {
+    const answer = o.kind === "accepted"
+      ? "202"
+      : o.kind === "indeterminate"
+      ? o.timedOut ? "no answer" : "cut"
+      : `${o.status} ${o.code ?? "(no code)"}`;
+    told.set(answer, (told.get(answer) ?? 0) + 1);
+  }
+  return `${what}: ${outcomes.length} users, ${
+    [...told].map(([answer, n]) => `${n} × ${answer}`).join(", ")
+  }`;
 }
 
 /**
