@@ -59,8 +59,13 @@ import type { Stage } from "../support/stage.ts";
 import { type ClusterRedis, REDIS_TICK_MS } from "../support/topology.ts";
 import type { LoadGenerator, Outcome } from "../support/fault_load.ts";
 import { RetryingClient } from "../support/retrying_client.ts";
-import { refusals, seconds } from "../support/summary_phrases.ts";
-import { batchesSummary } from "../support/stage_verify.ts";
+import {
+  answerCounts,
+  answerOf,
+  batchesSummary,
+  refusals,
+  seconds,
+} from "../support/summary_phrases.ts";
 
 /** Accepted users wanted before the kill and again after the cluster is whole. */
 const PHASE = 600;
@@ -485,24 +490,10 @@ async function settleLeftDeadKeys(
   );
 }
 
-/** How many of `outcomes` got each answer: `202 × 900, 503 unconfirmed × 300`. */
-function answerCounts(outcomes: readonly Outcome[]): string {
-  const counts = new Map<string, number>();
-  for (const o of outcomes) counts.set(answerOf(o), (counts.get(answerOf(o)) ?? 0) + 1);
-  return [...counts].map(([answer, n]) => `${answer} × ${n}`).join(", ") || "none";
-}
-
 /** The slowest of `outcomes`, for a summary: `1034 ms (503 queue_unavailable)`. */
 function slowest(outcomes: readonly Outcome[]): string {
   const [o] = [...outcomes].sort((a, b) => b.ms - a.ms);
   return o === undefined ? "none" : `${o.ms} ms (${answerOf(o)})`;
-}
-
-/** What `o` was answered: `202`, `503 unconfirmed`, `no answer` or `cut`. */
-function answerOf(o: Outcome): string {
-  return o.status === undefined
-    ? (o.timedOut ? "no answer" : "cut")
-    : `${o.status}${o.code === undefined ? "" : ` ${o.code}`}`;
 }
 
 /** The first few of `outcomes`, for a failure message. */

@@ -12,11 +12,11 @@ import { QUEUE_FULL } from "../support/answer_check.ts";
 import { killAll, processTree } from "../support/process_roster.ts";
 import type { LoadGenerator } from "../support/fault_load.ts";
 import { scenario } from "../support/scenario.ts";
-import { batchesSummary } from "../support/stage_verify.ts";
 import { FAST_ENV } from "../support/service_env.ts";
 import {
   answers,
   avg,
+  batchesSummary,
   keyedSummary,
   refusals,
   seconds,

@@ -26,10 +26,11 @@ import {
 } from "../support/scenario_setups.ts";
 import { ANSWER_MARGIN_MS, FAST_ENV } from "../support/service_env.ts";
 import type { Api, Stage } from "../support/stage.ts";
-import { batchesSummary, pushMayHaveRun } from "../support/stage_verify.ts";
+import { pushMayHaveRun } from "../support/stage_verify.ts";
 import type { StandaloneRedis } from "../support/topology.ts";
 import {
   answers,
+  batchesSummary,
   describeExits,
   keyedSummary,
   refusals,

@@ -267,25 +267,6 @@ export function accounting(report: StageReport): string {
 }
 
 /**
- * What a batch client's users were told, for a scenario's summary: `batches: 1200 users, 1100 ×
- * 202, 100 × 503 queue_unavailable, 25 × cut`.
- */
-export function batchesSummary(outcomes: readonly Outcome[], what: string): string {
-  const told = new Map<string, number>();
-  for (const o of outcomes) {
-    const answer = o.kind === "accepted"
-      ? "202"
-      : o.kind === "indeterminate"
-      ? o.timedOut ? "no answer" : "cut"
-      : `${o.status} ${o.code ?? "(no code)"}`;
-    told.set(answer, (told.get(answer) ?? 0) + 1);
-  }
-  return `${what}: ${outcomes.length} users, ${
-    [...told].map(([answer, n]) => `${n} × ${answer}`).join(", ")
-  }`;
-}
-
-/**
  * Settles, once drained, every refusal that named an id (a 503 whose push
  * may have run): `GET /users/{id}` on `apiUrl` must say `stored` for an id in
  * the table and 404 for one that is not, as the delivery contract (docs/delivery.md)

@@ -78,3 +78,22 @@ export function seconds(ms: number): string {
 export function avg(values: readonly number[]): number {
   return values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length;
 }
+
+/** What `o` was answered: `202`, `503 unconfirmed`, `no answer` or `cut`. */
+export function answerOf(o: Outcome): string {
+  return o.status === undefined
+    ? (o.timedOut ? "no answer" : "cut")
+    : `${o.status}${o.code === undefined ? "" : ` ${o.code}`}`;
+}
+
+/** How many of `outcomes` got each answer: `202 × 900, 503 unconfirmed × 300`. */
+export function answerCounts(outcomes: readonly Outcome[]): string {
+  const counts = new Map<string, number>();
+  for (const o of outcomes) counts.set(answerOf(o), (counts.get(answerOf(o)) ?? 0) + 1);
+  return [...counts].map(([answer, n]) => `${answer} × ${n}`).join(", ") || "none";
+}
+
+/** What a batch client's users were told: `batches: 1200 users, 202 × 1100, cut × 25`. */
+export function batchesSummary(outcomes: readonly Outcome[], what: string): string {
+  return `${what}: ${outcomes.length} users, ${answerCounts(outcomes)}`;
+}

@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import type { Outcome } from "./fault_load.ts";
-import { avg, describeExits, keyedSummary, refusals, seconds } from "./summary_phrases.ts";
+import {
+  avg,
+  batchesSummary,
+  describeExits,
+  keyedSummary,
+  refusals,
+  seconds,
+} from "./summary_phrases.ts";
 
 Deno.test("seconds() and avg() give the summary's figures", () => {
   assert.equal(seconds(1_549), "1.5 s");
@@ -63,4 +70,19 @@ Deno.test("keyedSummary() counts the keys that got their 202 and the tries that 
     "keyed client: 1 of 1 keys 202 after 1 tries, 0 of them met the fault, each stored once " +
       "under its id",
   );
+});
+
+Deno.test("batchesSummary() counts each answer a batch's users got, a cut and a timeout apart", () => {
+  const users = [
+    { kind: "accepted", status: 202 },
+    { kind: "accepted", status: 202 },
+    { kind: "rejected", status: 503, code: "unconfirmed" },
+    { kind: "indeterminate", timedOut: false },
+    { kind: "indeterminate", timedOut: true },
+  ] as Outcome[];
+  assert.equal(
+    batchesSummary(users, "batches"),
+    "batches: 5 users, 202 × 2, 503 unconfirmed × 1, cut × 1, no answer × 1",
+  );
+  assert.equal(batchesSummary([], "keyed batches"), "keyed batches: 0 users, none");
 });
