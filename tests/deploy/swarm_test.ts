@@ -239,7 +239,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "on Swarm a posted user reaches the table, the shell's settings reach the API and /metrics is not public",
+    "on Swarm a posted user and a posted batch reach the table, the shell's settings reach the API and /metrics is not public",
   ...options,
   async fn() {
     requireDeploy();
@@ -289,9 +289,24 @@ Deno.test({
         intervalMs: 300,
       },
     );
+    // The batch route on the same stack: one request of three users, a row each under its id.
+    const batch = await fetch(`${url}/users/batch`, {
+      method: "POST",
+      body: JSON.stringify(["a", "b", "c"].map((n) => ({ name: `swarm batch ${n}` }))),
+    });
+    const batchBody = await batch.text();
+    assert.equal(batch.status, 202, batchBody);
+    const ids = (JSON.parse(batchBody) as { items: { id: string }[] }).items.map((i) => i.id);
+    await waitFor("the batch's users in the table", async () => {
+      const stored = await rows("swarm batch");
+      return stored.length === 3 &&
+        ["a", "b", "c"].every((n, i) =>
+          stored.some((row) => row.id === ids[i] && row.name === `swarm batch ${n}`)
+        );
+    }, { timeoutMs: 30_000, intervalMs: 300 });
     note(
-      "swarm: POST /users → 202 → row; the shell's ADMIN_TOKEN and BODY_LIMIT_BYTES in force; " +
-        "/metrics → 404",
+      "swarm: POST /users → 202 → row; POST /users/batch of 3 → 202 → a row per id; the shell's " +
+        "ADMIN_TOKEN and BODY_LIMIT_BYTES in force; /metrics → 404",
     );
   },
 });
