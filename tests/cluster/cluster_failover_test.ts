@@ -224,6 +224,7 @@ for (const wait of [1, 0]) {
       await stage.consumer(env);
       await stage.consumer(env);
       const load = stage.load(apis, `handover-w${wait}`, { ratePerSecond: 500 });
+      const bulk = stage.load(apis, `handover-w${wait}-bulk`, BULK);
       await accepted(load, PHASE);
       const master = await cluster.masterOf(stage.shards[0]!.queue);
       // The old master stays up, as a replica: a client that still sends it the shard's
@@ -234,19 +235,23 @@ for (const wait of [1, 0]) {
       const { promoted, ms } = await cluster.handOver(master);
       fault();
       await accepted(load, load.count("accepted") + PHASE, 30_000);
-      const outcomes = await load.stop();
+      const [outcomes, batched] = await Promise.all([load.stop(), bulk.stop()]);
       const drainMs = await stage.drain();
       // The replica takes over only once it holds everything: nothing is lost, WAIT or not.
-      const report = await stage.verify(outcomes, {
+      const report = await stage.verify([...outcomes, ...batched], {
         label: `cluster handover K=1 ${mode}`,
         refusedMayBeStored: true,
         crashCountsMayRemain: true,
       });
+      // Each batch's refused users settled by the id its item names, as a refused user's is.
+      const settled = await stage.assertSettled(apis[0]!, batched);
       await stage.stopAll();
       console.log(
         `cluster handover K=1 ${mode}: ${promoted.name} took over from ${master.name} in ` +
           `${seconds(ms)}; ${report.accepted} accepted in all; drained ${seconds(drainMs)} ` +
-          `after the last answer; refusals: ${refusals(outcomes)}`,
+          `after the last answer; refusals: ${refusals(outcomes)}; ` +
+          `${batchesSummary(batched, "batches")} (refused ids settled: ${settled.stored} ` +
+          `stored, ${settled.never} never queued)`,
       );
     },
   );
