@@ -427,16 +427,7 @@ function capacitySection(results: BenchResults): string | undefined {
   return [
     `Costs per user measured in this run (the traefik phase's runs of our API: Traefik, API replicas and Redis per request; the drain of batch ${FLOOR_BATCH} × 1: consumer, PostgreSQL and Redis per row, Redis memory per queued user), scaled linearly per tier with each unit used up to ${util}. A Deno process (an API replica, a consumer) runs its JavaScript on one thread, so it holds about one core; a Redis shard executes commands on one thread; PostgreSQL is one primary that takes every row. Consumers are counted from the rows/s one consumer stored, not from its CPU: it spends most of its time waiting on round trips.`,
     "",
-    markdownTable(
-      ["Tier", "CPU µs per user", "users/s per unit", "unit"],
-      TIERS.map((tier) => [
-        tier,
-        inputs.micros[tier].toFixed(1),
-        formatRate(model.unitRates[tier]),
-        TIER_UNITS[tier],
-      ]),
-      ["left", "right", "right", "left"],
-    ),
+    tierTable(model),
     "",
     `All tiers: ${model.totalMicros.toFixed(1)} µs of CPU per user (Redis: ${
       inputs.redisSplit.ingest.toFixed(1)
@@ -505,21 +496,26 @@ function bulkCapacityLines(results: BenchResults): string[] {
     "",
     `The same model with every tier's CPU per user from the bulk phase's run of \`POST /users/batch\` with ${BULK_CAPACITY_SIZE} users (Traefik, API replicas, Redis, consumers and PostgreSQL measured together, from the load's start to the last user stored); a consumer's rows/s, Redis bytes and WAL per user as above.`,
     "",
-    markdownTable(
-      ["Tier", "CPU µs per user", "users/s per unit", "unit"],
-      TIERS.map((tier) => [
-        tier,
-        inputs.micros[tier].toFixed(1),
-        formatRate(model.unitRates[tier]),
-        TIER_UNITS[tier],
-      ]),
-      ["left", "right", "right", "left"],
-    ),
+    tierTable(model),
     "",
     `All tiers: ${model.totalMicros.toFixed(1)} µs of CPU per user.`,
     "",
     targetsTable(model),
   ];
+}
+
+/** Each tier's CPU per user and the users/s one unit of it carries, as the capacity model has them. */
+function tierTable(model: CapacityModel): string {
+  return markdownTable(
+    ["Tier", "CPU µs per user", "users/s per unit", "unit"],
+    TIERS.map((tier) => [
+      tier,
+      model.inputs.micros[tier].toFixed(1),
+      formatRate(model.unitRates[tier]),
+      TIER_UNITS[tier],
+    ]),
+    ["left", "right", "right", "left"],
+  );
 }
 
 function drainSection(results: BenchResults): string {
