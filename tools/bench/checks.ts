@@ -212,9 +212,12 @@ export function checkResults(results: BenchResults): Check[] {
         phase: "Bulk",
         rule: `open model, ${open.usersPerRequest} users per request, ${c.rule}`,
       });
+      // The half-rate run, unless the ladder ran that rate: by rate, since a report rendered from
+      // results.json has the two as equal objects, not one.
+      const half = open.half;
       const runs = [
         ...open.runs,
-        ...(open.half && !open.runs.includes(open.half) ? [open.half] : []),
+        ...(half && !open.runs.some((r) => r.offered === half.offered) ? [half] : []),
       ];
       for (const run of runs) {
         const accepted = run.load.accepted * open.usersPerRequest;

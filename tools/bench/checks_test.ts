@@ -420,4 +420,12 @@ Deno.test("checkResults() holds the bulk phase's open-model rates to stored = ac
   );
   assert.equal(late.length, 1);
   assert.match(late[0]!, /every answer within REDIS_TIMEOUT_MS/);
+  // The half-rate run read from the ladder is checked once, also once results.json made it a copy.
+  const bulkChecks = (half: typeof run) => {
+    const withHalf = withOpen([run]);
+    const open = { ...withHalf.bulk.open, half };
+    return checkResults({ ...withHalf, bulk: { ...withHalf.bulk, open } })
+      .filter((c) => c.phase === "Bulk").length;
+  };
+  assert.equal(bulkChecks(structuredClone(run)), bulkChecks(run));
 });
