@@ -99,6 +99,18 @@ export interface BulkOpenResult {
   readonly redisTimeoutMs: number;
 }
 
+/**
+ * Every rate the open model ran: the ladder, and the half-rate run unless the ladder ran that rate
+ * (told by rate: a result read back from results.json holds the two as equal copies).
+ */
+export function openRuns(open: BulkOpenResult): RateRun[] {
+  const { half } = open;
+  return [
+    ...open.runs,
+    ...(half && !open.runs.some((r) => r.offered === half.offered) ? [half] : []),
+  ];
+}
+
 /** One closed-loop run and the drain of what it sent. */
 export interface BulkRun {
   /** `POST /users` (one user, no array) or `POST /users/batch`. */

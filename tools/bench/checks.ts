@@ -38,6 +38,7 @@
  * @module
  */
 
+import { openRuns } from "./bulk.ts";
 import { drainLabel, type DrainRun } from "./drain.ts";
 import { ladderRates, type RateRun } from "./end_to_end.ts";
 import { INGEST_TARGETS } from "./ingest.ts";
@@ -212,14 +213,7 @@ export function checkResults(results: BenchResults): Check[] {
         phase: "Bulk",
         rule: `open model, ${open.usersPerRequest} users per request, ${c.rule}`,
       });
-      // The half-rate run, unless the ladder ran that rate: by rate, since a report rendered from
-      // results.json has the two as equal objects, not one.
-      const half = open.half;
-      const runs = [
-        ...open.runs,
-        ...(half && !open.runs.some((r) => r.offered === half.offered) ? [half] : []),
-      ];
-      for (const run of runs) {
+      for (const run of openRuns(open)) {
         const accepted = run.load.accepted * open.usersPerRequest;
         const name = `open model, ${run.offered} req/s of ${open.usersPerRequest} users`;
         checks.push({

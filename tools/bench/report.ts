@@ -10,6 +10,7 @@ import {
   BULK_FULL_CONNECTIONS_UP_TO,
   BULK_PARTS,
   type BulkPart,
+  openRuns,
   pipelineMicrosPerUser,
   PROFILED_BATCH,
 } from "./bulk.ts";
@@ -711,7 +712,7 @@ function bulkOpenLines(bulk: NonNullable<BenchResults["bulk"]>): string[] {
   if (open === undefined) return [];
   const n = open.usersPerRequest;
   type Run = (typeof open.runs)[number];
-  const runs = [...open.runs, ...(open.half && !open.runs.includes(open.half) ? [open.half] : [])];
+  const runs = openRuns(open);
   return [
     "",
     `End to end, open model, ${n} users per request: oha at fixed request rates (\`-q\`, \`--latency-correction\`), ${bulk.plan.openSeconds} s each, at ${
