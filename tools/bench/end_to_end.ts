@@ -22,8 +22,8 @@
  * A rate counts as sustained when the stack took what oha sent: ≥ 99% of the
  * requests answered 202, and the consumers stored as fast as the API
  * accepted over the window (so the backlog does not grow), with oha having
- * sent ≥ 95% of what was asked (a generator that fell behind its schedule
- * says nothing about the stack; its CPU is in the table).
+ * sent all but {@linkcode UNSENT_SHARE_MAX} of what was asked (more, and every
+ * one of its connections waited on an answer; its CPU is in the table).
  *
  * @module
  */
@@ -134,13 +134,22 @@ export interface EndToEndOptions {
   generator: string;
 }
 
+/**
+ * The share of a rate's requests oha may leave unsent and the rate still
+ * count as sustained: a paced generator on a shared 2-core machine slips a
+ * few requests behind its schedule, and those due at its deadline are never
+ * sent (a handful in a healthy run). More means every one of its connections
+ * waited on an answer: the stack did not keep up.
+ */
+export const UNSENT_SHARE_MAX = 0.01;
+
 /** Whether a run kept up with what was offered (see the module doc). */
 export function isSustained(
   run: Pick<RateRun, "offered" | "load" | "acceptedPerSecond" | "storedPerSecond">,
   seconds: number,
 ): boolean {
   const asked = run.offered * seconds;
-  return run.load.requests >= 0.95 * asked &&
+  return run.load.requests >= (1 - UNSENT_SHARE_MAX) * asked &&
     run.load.accepted >= 0.99 * run.load.requests &&
     run.storedPerSecond >= 0.98 * run.acceptedPerSecond;
 }

@@ -47,12 +47,12 @@ Deno.test("isSustained() wants what was asked mostly sent, then accepted and sto
     cores: { generator: 0, traefik: 0, api: 0, consumers: 0, redis: 0, postgres: 0, machine: 0 },
   };
   assert.equal(isSustained(base, 10), true);
-  // The generator sending 2% too few is its own limit, not the stack's.
-  const late = { ...base, load: { ...base.load, requests: 9_800, accepted: 9_800, dropped: 200 } };
+  // A paced generator slips a handful behind its schedule: 1% unsent is still sustained.
+  const late = { ...base, load: { ...base.load, requests: 9_900, accepted: 9_900, dropped: 100 } };
   assert.equal(isSustained(late, 10), true);
   const tooLate = {
     ...base,
-    load: { ...base.load, requests: 9_000, accepted: 9_000, dropped: 1_000 },
+    load: { ...base.load, requests: 9_899, accepted: 9_899, dropped: 101 },
   };
   assert.equal(isSustained(tooLate, 10), false);
   assert.equal(isSustained({ ...base, load: { ...base.load, accepted: 9_800 } }, 10), false);
