@@ -81,6 +81,11 @@ const LEFT_DEAD_MS = 10_000;
 /** New users a second of the keyed client beside the left-dead scenario's load. */
 const KEYED_RATE = 30;
 /**
+ * Its bulk twin: keyed batches of 10, 2 a second; each batch goes whole to its key's shard, a
+ * third of them to the dead master's.
+ */
+const KEYED_BULK = { ratePerSecond: 2, batchSize: 10 };
+/**
  * How long the keyed client tries one user before it gives it up: a few tries (Retry-After is
  * 1 s), and the scenario still ends while the old master stays dead, as its shards refuse until
  * then.
@@ -277,12 +282,18 @@ for (const shards of [3, 6]) {
       await stage.consumer(env);
       const load = stage.load(apis, "left-dead", { ratePerSecond: 300, concurrency: 64 });
       const bulk = stage.load(apis, `left-dead-k${shards}-bulk`, BULK);
-      const keyed = new RetryingClient({
-        urls: apis.map((api) => api.url),
-        prefix: `left-dead-k${shards}-keyed`,
-        ratePerSecond: KEYED_RATE,
-        giveUpMs: KEYED_GIVE_UP_MS,
-      }).start();
+      const keyedClient = (
+        prefix: string,
+        options: { ratePerSecond: number; batchSize?: number },
+      ) =>
+        new RetryingClient({
+          urls: apis.map((api) => api.url),
+          prefix: `left-dead-k${shards}-${prefix}`,
+          giveUpMs: KEYED_GIVE_UP_MS,
+          ...options,
+        }).start();
+      const keyed = keyedClient("keyed", { ratePerSecond: KEYED_RATE });
+      const keyedBulk = keyedClient("keyed-bulk", KEYED_BULK);
       await accepted(load, PHASE);
       const master = await cluster.masterOf(stage.shards[0]!.queue);
       const orphaned = new Set<number>();
@@ -327,15 +338,16 @@ for (const shards of [3, 6]) {
       });
       await delay(LEARN_MS + LEFT_DEAD_MS);
       // The keyed client's last users are tried for up to KEYED_GIVE_UP_MS more, still inside it.
-      const [single, batched, keyedUsers] = await Promise.all([
+      const [single, batched, keyedUsers, keyedBatched] = await Promise.all([
         load.stop(),
         bulk.stop(),
         keyed.stop(),
+        keyedBulk.stop(),
       ]);
       leftDead();
       // A batch's users are held as the load's: each by its own item, in its own shard.
       const outcomes = [...single, ...batched];
-      const tries = keyed.answers;
+      const tries = [...keyed.answers, ...keyedBulk.answers];
       // The old master is still dead: the consumers drain the promoted one, and every 202 (those
       // of the backlog above included) must be stored exactly once.
       const drainMs = await stage.drain();
@@ -368,13 +380,15 @@ for (const shards of [3, 6]) {
           `ms, bound ${boundMs} ms), ${lateOthers.length} to the others ` +
           `(${answerCounts(lateOthers)}); ${outcomes.length} sent in all ` +
           `(${answerCounts(outcomes)}; ${batchesSummary(batched, "of them in batches")}); ` +
-          `keyed client: ${keyedUsers.length} keys, ` +
-          `${tries.length} tries (${answerCounts(tries)}); slowest answer ${slowest(outcomes)}, ` +
+          `keyed clients: ${keyedUsers.length} keys and ${keyedBatched.length} users in keyed ` +
+          `batches, ${tries.length} tries by user (${answerCounts(tries)}); slowest answer ` +
+          `${slowest(outcomes)}, ` +
           `of a keyed try ${slowest(tries)}; drained ${seconds(drainMs)} after ` +
           `the last answer with the old master still dead`,
       );
       // What was stored first, so that a run that also answers late says what it stored.
-      await settleLeftDeadKeys({ stage, keyed, orphaned });
+      await settleLeftDeadKeys({ stage, keyed, label: "keyed client", orphaned });
+      await settleLeftDeadKeys({ stage, keyed: keyedBulk, label: "keyed bulk client", orphaned });
       assert.ok(
         lateOrphaned.length > 0,
         "inconclusive: no push to the orphaned shard after the failover",
@@ -406,8 +420,12 @@ for (const shards of [3, 6]) {
         // The keyed client's rows, settled above: those of a 202 under its id, and at most one
         // for a key given up, under an id its 503s named (docs/delivery.md, "What each answer
         // means for the client": a 503 that names an id may have queued the user).
-        injected: keyedUsers.flatMap(({ name, id }) => id === undefined ? [] : [{ name, id }]),
-        mayStore: keyedUsers.filter((user) => user.gaveUp).map((user) => user.name),
+        injected: [...keyedUsers, ...keyedBatched].flatMap(({ name, id }) =>
+          id === undefined ? [] : [{ name, id }]
+        ),
+        mayStore: [...keyedUsers, ...keyedBatched].filter((user) => user.gaveUp).map((user) =>
+          user.name
+        ),
       });
       console.log(
         `cluster K=${shards} left dead: each 503's id settled by GET /users/{id} ` +
@@ -429,16 +447,20 @@ for (const shards of [3, 6]) {
  * stored at most once, and only under an id one of its 503s named (`settleKeyed`); and only
  * keys of the `orphaned` shards are given up: every 503 of a key given up named an id of theirs.
  * It fails as inconclusive unless some key was given up after every try of it was refused as
- * unconfirmed, and stored under the id they named: the keyed path met the dead master.
+ * unconfirmed, and stored under the id they named: the keyed path met the dead master. A keyed
+ * batch is one script call in its key's shard, "queued all or none" (docs/api.md), so its users
+ * are given up together or none is: a user of it stored under an id a 202 named while the others
+ * were refused would not settle.
  * docs/scaling.md, "Failover and `REDIS_WAIT_REPLICAS`": until a replica joins the promoted
  * master, "the shards refuse", and of a keyed client, "if it gives up, its user is usually stored
  * anyway, once, under that id"; docs/delivery.md, "What each answer means for the client": with a
  * key, "at most once per key".
  */
 async function settleLeftDeadKeys(
-  { stage, keyed, orphaned }: {
+  { stage, keyed, label, orphaned }: {
     stage: Stage<ClusterRedis>;
     keyed: RetryingClient;
+    label: string;
     orphaned: ReadonlySet<number>;
   },
 ): Promise<void> {
@@ -456,16 +478,16 @@ async function settleLeftDeadKeys(
   const givenStored = rows.filter((row) => givenNames.has(row.name)).length;
   const problems = keyed.settled(rows);
   console.log(
-    `keyed client: ${users.length - given.length} of ${users.length} keys 202 ` +
+    `${label}: ${users.length - given.length} of ${users.length} users 202 ` +
       `(${retried.length} on a retry), ${given.length} given up after ` +
       `${seconds(KEYED_GIVE_UP_MS)} (${givenStored} of them stored); ` +
       `${keyed.answers.length} tries; ${rows.filter((row) => mine.has(row.name)).length} rows; ` +
-      `${problems.length} keys not settled`,
+      `${problems.length} users not settled`,
   );
   assert.deepEqual(
     problems.slice(0, 5),
     [],
-    `${problems.length} keys not stored as their answers say`,
+    `${label}: ${problems.length} users not stored as their answers say`,
   );
   const outside = given.filter((user) => {
     const named = (byName.get(user.name) ?? []).filter((o) => o.id !== undefined);
@@ -475,7 +497,7 @@ async function settleLeftDeadKeys(
   assert.deepEqual(
     outside.slice(0, 5).map((user) => user.key),
     [],
-    `${outside.length} keys given up outside the dead master's shards ${[...orphaned]}`,
+    `${label}: ${outside.length} users given up outside the dead master's shards ${[...orphaned]}`,
   );
   // The control: the keyed path must have met the dead master as docs/scaling.md says a keyed
   // client does ("the same 503 `unconfirmed`, naming the same id, on every retry until a replica
@@ -487,11 +509,11 @@ async function settleLeftDeadKeys(
     return tries.length > 1 &&
       tries.every((o) => o.code === QUEUE_UNCONFIRMED && o.id === storedAs.get(user.name));
   });
-  assert.ok(given.length > 0, "inconclusive: no key was given up");
+  assert.ok(given.length > 0, `inconclusive: the ${label} gave no user up`);
   assert.ok(
     met.length > 0,
-    `inconclusive: none of the ${given.length} keys given up was refused as unconfirmed on ` +
-      "every try and stored under the id those 503s named",
+    `inconclusive: none of the ${given.length} users the ${label} gave up was refused as ` +
+      "unconfirmed on every try and stored under the id those 503s named",
   );
 }
 
