@@ -121,3 +121,18 @@ Deno.test("clusterNodeConfig() includes the base config first so the cluster set
       .includes("include"),
   );
 });
+
+Deno.test("clusterNodeConfig() with a password makes clients and replicas alike log in", () => {
+  const lines = clusterNodeConfig({
+    baseConfig: undefined,
+    busPort: 1,
+    nodeTimeoutMs: 1,
+    password: "s3cret",
+  }).split("\n");
+  assert.ok(lines.includes("requirepass s3cret"));
+  assert.ok(lines.includes("masterauth s3cret"));
+  assert.ok(
+    !clusterNodeConfig({ baseConfig: undefined, busPort: 1, nodeTimeoutMs: 1 })
+      .includes("requirepass"),
+  );
+});
