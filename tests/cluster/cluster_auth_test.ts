@@ -4,14 +4,24 @@
  * every node they meet and a user posted is stored; without it, or with a wrong one, the API
  * answers 503 `queue_unavailable` within REDIS_TIMEOUT_MS and its log names the cause.
  *
+ * Then the same cluster over TLS (`tls-cluster`, `tls-replication`, a certificate from a CA the
+ * test makes for 127.0.0.1): `rediss://` seeds with REDIS_TLS_CA_FILE reach every master on its
+ * TLS port; another CA is refused; the API and the consumer store a user over it.
+ *
  * @module
  */
 
 import assert from "node:assert/strict";
+import type { Cluster } from "ioredis";
+import { parseEnv, queueVars } from "@users-pipeline/runtime/config";
+import { EventLog } from "@users-pipeline/runtime/event_log";
+import { closeRedis, createRedisClient, redisReady } from "@users-pipeline/runtime/redis_client";
+import { consumerCommandOptions } from "@users-pipeline/runtime/redis_options";
 import { RedisCluster } from "@users-pipeline/harness/redis_cluster";
+import { makeTestCa } from "@users-pipeline/harness/test_ca";
 import { TaskProcess } from "@users-pipeline/harness/processes";
 import { freePort } from "@users-pipeline/harness/ports";
-import { migrate, startPostgres } from "@users-pipeline/harness/services";
+import { migrate, serviceDirRoot, startPostgres } from "@users-pipeline/harness/services";
 import { waitFor, waitForHttp } from "@users-pipeline/harness/wait";
 import { connectPostgres } from "../support/postgres_client.ts";
 
@@ -110,5 +120,105 @@ Deno.test({
     }
   } finally {
     await sql.end({ timeout: 1 });
+  }
+});
+
+Deno.test({
+  name: "a Redis Cluster over TLS with a password: rediss:// seeds with REDIS_TLS_CA_FILE reach " +
+    "every master over TLS, another CA is refused, and the services store a user over it",
+  sanitizeOps: false,
+  sanitizeResources: false,
+}, async (t) => {
+  const dir = await Deno.makeTempDir({ prefix: "cluster-tls-", dir: serviceDirRoot() });
+  try {
+    const ca = await makeTestCa(dir);
+    await using cluster = await RedisCluster.start({ password: PASSWORD, tls: ca });
+    const tlsPorts = new Set(cluster.nodes.map((node) => node.tlsPort));
+    const base = { REDIS_CLUSTER_NODES: cluster.tlsSeeds, REDIS_PASSWORD: PASSWORD };
+    /** A client of the queue variables `env`, its log's records kept. */
+    const client = (env: Record<string, string>) => {
+      const records: { msg?: string }[] = [];
+      const log = new EventLog("test", { write: (line) => records.push(JSON.parse(line)) });
+      const redis = createRedisClient(parseEnv(queueVars, { service: "test", env }), {
+        role: consumerCommandOptions,
+        errors: { log, whileUnavailable: "waiting" },
+      }) as Cluster;
+      return { redis, records };
+    };
+
+    await t.step("REDIS_TLS_CA_FILE: every master answers, over its TLS port", async () => {
+      const { redis } = client({ ...base, REDIS_TLS_CA_FILE: ca.caFile });
+      try {
+        assert.ok(await redisReady(redis, { timeoutMs: 10_000 }), "ready");
+        const masters = redis.nodes("master");
+        assert.equal(masters.length, 3);
+        for (const master of masters) {
+          assert.ok(tlsPorts.has(master.options.port), `port ${master.options.port} is a TLS one`);
+          assert.deepEqual(master.options.tls, { ca: await Deno.readTextFile(ca.caFile) });
+          assert.equal(await master.ping(), "PONG");
+        }
+      } finally {
+        await closeRedis(redis, 1_000);
+      }
+    });
+
+    await t.step("another CA: refused, no master reached", async () => {
+      const { redis, records } = client({ ...base, REDIS_TLS_CA_FILE: ca.otherCaFile });
+      try {
+        assert.equal(await redisReady(redis, { timeoutMs: 3_000 }), false);
+        assert.equal(redis.nodes("master").length, 0);
+        // ioredis asks for the slots on a connection whose errors it drops, so the cluster's
+        // error says only that the connection closed, not why.
+        assert.match(
+          records.find((record) => record.msg?.startsWith("redis unavailable"))?.msg ?? "",
+          /Failed to refresh slots cache/,
+        );
+      } finally {
+        await closeRedis(redis, 1_000);
+      }
+    });
+
+    await t.step("the API and the consumer over TLS: 202, then stored", async () => {
+      await using pg = await startPostgres();
+      await migrate(pg.env);
+      const sql = connectPostgres(pg.env);
+      const env = {
+        ...pg.env,
+        ...base,
+        QUEUE_SHARDS: "6",
+        QUEUE_NAME: `tls${Deno.pid}`,
+        // The services' permissions read no file of ours: the runtime's trust store takes the CA
+        // (REDIS_TLS_CA_FILE is held to its job above, in this process).
+        DENO_CERT: ca.caFile,
+      };
+      const port = freePort();
+      await using server = new TaskProcess("server", { ...env, PORT: String(port) });
+      await using consumer = new TaskProcess("consumer", { ...env, PORT: String(freePort()) });
+      try {
+        await waitForHttp(`http://127.0.0.1:${port}/readyz`, { timeoutMs: 30_000 });
+        const ids: string[] = [];
+        for (let i = 0; i < 12; i++) {
+          const res = await fetch(`http://127.0.0.1:${port}/users`, {
+            method: "POST",
+            body: JSON.stringify({ name: `cluster tls ${i}` }),
+          });
+          const body = await res.json();
+          assert.equal(res.status, 202, JSON.stringify(body));
+          ids.push(body.id);
+        }
+        await waitFor("the users to be stored", async () => {
+          const [row] = await sql<{ n: number }[]>`
+            select count(*)::int as n from users where id = any(${ids}::uuid[])`;
+          return row?.n === ids.length;
+        }, { timeoutMs: 30_000 });
+      } catch (error) {
+        console.error([...server.output, ...consumer.output].join("\n"));
+        throw error;
+      } finally {
+        await sql.end({ timeout: 1 });
+      }
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });

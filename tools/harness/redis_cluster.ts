@@ -117,6 +117,17 @@ export interface ClusterNodeConfigOptions {
   nodeTimeoutMs: number;
   /** `requirepass` and `masterauth`: clients and replicas alike log in with it. @default none */
   password?: string;
+  /** With {@linkcode ClusterTls}: the node's TLS port for clients. */
+  tlsPort?: number;
+  /** The certificate files of every node, and TLS for the bus and replication. @default none */
+  tls?: ClusterTls;
+}
+
+/** The files of a cluster's TLS: its nodes' certificate and key, and the CA clients trust. */
+export interface ClusterTls {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly caFile: string;
 }
 
 /**
@@ -143,6 +154,17 @@ export function clusterNodeConfig(options: ClusterNodeConfigOptions): string {
     ...(options.password === undefined
       ? []
       : [`requirepass ${options.password}`, `masterauth ${options.password}`]),
+    // The plain port stays for the harness's questions; the nodes talk to each other over TLS and
+    // announce their TLS ports to clients connected over TLS.
+    ...(options.tls === undefined ? [] : [
+      `tls-port ${options.tlsPort}`,
+      `tls-cert-file ${options.tls.certFile}`,
+      `tls-key-file ${options.tls.keyFile}`,
+      `tls-ca-cert-file ${options.tls.caFile}`,
+      "tls-auth-clients no",
+      "tls-cluster yes",
+      "tls-replication yes",
+    ]),
     "",
   ].join("\n");
 }
@@ -155,6 +177,8 @@ export interface ClusterNode {
   readonly port: number;
   /** `127.0.0.1:<port>`, as REDIS_CLUSTER_NODES lists it. */
   readonly address: string;
+  /** Its TLS port on 127.0.0.1, in a cluster started with `tls`. */
+  readonly tlsPort: number | undefined;
   /** The process: `kill()`, `start()`, `pid`, `exited`. */
   readonly server: RedisServer;
 }
@@ -191,6 +215,8 @@ export interface RedisClusterOptions {
    * harness's own questions then give. @default none
    */
   password?: string;
+  /** TLS on every node besides its plain port: see {@linkcode ClusterNodeConfigOptions.tls}. */
+  tls?: ClusterTls;
 }
 
 /** How long one `redis-cli` question may take before it counts as unanswered. */
@@ -299,7 +325,7 @@ export class RedisCluster implements AsyncDisposable {
       dir: serviceDirRoot(),
     });
     const output = new OutputBuffer();
-    const ports = freePorts(2 * count);
+    const ports = freePorts(3 * count);
     const nodes: ClusterNode[] = [];
     for (let i = 0; i < count; i++) {
       const port = ports[i]!;
@@ -312,6 +338,8 @@ export class RedisCluster implements AsyncDisposable {
           busPort: ports[count + i]!,
           nodeTimeoutMs,
           password: options.password,
+          tls: options.tls,
+          tlsPort: ports[2 * count + i],
         }),
       );
       const server = new RedisServer({
@@ -322,7 +350,8 @@ export class RedisCluster implements AsyncDisposable {
         output: output.sink,
         log: output.sink.bind(null, "cluster"),
       });
-      nodes.push({ name, port, address: `127.0.0.1:${port}`, server });
+      const tlsPort = options.tls === undefined ? undefined : ports[2 * count + i];
+      nodes.push({ name, port, address: `127.0.0.1:${port}`, tlsPort, server });
     }
     const cluster = new RedisCluster(nodes, output, dir, readyTimeoutMs, options.password);
     try {
@@ -371,6 +400,11 @@ export class RedisCluster implements AsyncDisposable {
   /** The nodes whose process runs now. */
   get running(): ClusterNode[] {
     return this.nodes.filter((node) => node.server.process.running);
+  }
+
+  /** Every node's TLS address, `rediss://127.0.0.1:<port>,…`, in a cluster started with `tls`. */
+  get tlsSeeds(): string {
+    return this.nodes.map((node) => `rediss://127.0.0.1:${node.tlsPort}`).join(",");
   }
 
   /** Every node's address, comma-separated: the value of REDIS_CLUSTER_NODES. */
