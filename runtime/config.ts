@@ -72,9 +72,10 @@ export const queueVars = {
    * (`redis://user:password@host:port`) or in REDIS_USERNAME and
    * REDIS_PASSWORD, not in both.
    */
-  REDIS_URL: z.string().regex(/^rediss?:\/\//, "must be a redis:// or rediss:// URL").default(
-    "redis://redis:6379",
-  ),
+  REDIS_URL: z.string().refine(
+    (url) => /^rediss?:\/\//.test(url) && URL.canParse(url),
+    "must be a redis:// or rediss:// URL",
+  ).default("redis://redis:6379"),
   /** The main list's key; every other key of the queue starts with it. */
   QUEUE_NAME: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 of A-Z a-z 0-9 _ . : -")
     .default("users"),

@@ -191,3 +191,13 @@ Deno.test("parseEnv() reads REDIS_TLS_CA_FILE once, and names it when missing, n
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("parseEnv() refuses a REDIS_URL that is not a redis:// or rediss:// URL", () => {
+  for (const bad of ["http://redis:6379", "redis://a b:1", "redis:/x"]) {
+    assert.throws(
+      () => parseEnv(queueVars, { service: "test", env: { REDIS_URL: bad } }),
+      /REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL/,
+      bad,
+    );
+  }
+});
