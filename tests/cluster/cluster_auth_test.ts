@@ -106,6 +106,7 @@ Deno.test({
           const { status, body, ms } = await post(server.url, "refused");
           assert.equal(status, 503, JSON.stringify(body));
           assert.equal(body.code, "queue_unavailable");
+          // docs/operations.md, "How the containers behave": "Every answer comes within".
           assert.ok(ms < REDIS_TIMEOUT_MS + 500, `answered in ${Math.round(ms)} ms`);
           const readyz = await fetch(`${server.url}/readyz`);
           await readyz.body?.cancel();
