@@ -12,6 +12,9 @@
  * anyway. The PostgreSQL variables live with the schema
  * (`runtime/postgres_options.ts`).
  *
+ * Secrets never reach a message: a variable whose name says PASSWORD or
+ * TOKEN is shown as `(hidden)`, and a URL's password as `***`.
+ *
  * @module
  */
 
@@ -25,27 +28,83 @@ export function intVar(min: number, max: number) {
   return z.coerce.number().int().min(min).max(max);
 }
 
+/** A certificate, in PEM, read from a file once at start. */
+export interface PemFile {
+  /** The file's path, as the variable gives it. */
+  readonly path: string;
+  /** Its text. */
+  readonly pem: string;
+}
+
+/**
+ * A variable naming a PEM file of CA certificates, read when the variable is
+ * parsed, so that a file missing, unreadable (the process's permissions) or
+ * holding no certificate stops the start with the variable's name; unset is
+ * `undefined`.
+ */
+export function pemFileVar() {
+  return z.string().transform((path, context): PemFile => {
+    let pem: string;
+    try {
+      pem = Deno.readTextFileSync(path);
+    } catch (error) {
+      context.addIssue({
+        code: "custom",
+        message: `cannot be read (${error instanceof Error ? error.message : error})`,
+      });
+      return z.NEVER;
+    }
+    if (!pem.includes("-----BEGIN CERTIFICATE-----")) {
+      context.addIssue({ code: "custom", message: "must be a PEM file of certificates" });
+      return z.NEVER;
+    }
+    return { path, pem };
+  }).optional();
+}
+
+/** One node of `REDIS_CLUSTER_NODES`: `host:port`, or `rediss://host:port` for TLS. */
+const CLUSTER_NODE = /^(rediss:\/\/)?[A-Za-z0-9_.-]+:[0-9]{1,5}$/;
+
 /** The variables that name the queue and where it lives. */
 export const queueVars = {
-  /** ioredis connection URL. */
-  REDIS_URL: z.string().regex(/^rediss?:\/\//, "must be a redis:// or rediss:// URL").default(
-    "redis://redis:6379",
-  ),
+  /**
+   * ioredis connection URL; `rediss://` for TLS. Credentials may be in it
+   * (`redis://user:password@host:port`) or in REDIS_USERNAME and
+   * REDIS_PASSWORD, not in both.
+   */
+  REDIS_URL: z.string().refine(
+    (url) => /^rediss?:\/\//.test(url) && URL.canParse(url),
+    "must be a redis:// or rediss:// URL",
+  ).default("redis://redis:6379"),
   /** The main list's key; every other key of the queue starts with it. */
   QUEUE_NAME: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 of A-Z a-z 0-9 _ . : -")
     .default("users"),
   /**
-   * Seed nodes of a Redis Cluster, `host:port,host:port…`; empty means a
-   * standalone Redis at REDIS_URL. Any reachable node will do: the client
-   * asks it for the rest. (Host names and IPv4 addresses; no IPv6 literals.)
+   * Seed nodes of a Redis Cluster, `host:port,host:port…`, each written
+   * `rediss://host:port` to reach every node over TLS (all or none); empty
+   * means a standalone Redis at REDIS_URL. Any reachable node will do: the
+   * client asks it for the rest. (Host names and IPv4 addresses; no IPv6
+   * literals.)
    */
   REDIS_CLUSTER_NODES: z.string().refine(
-    (nodes) =>
-      nodes === "" ||
-      (/^[A-Za-z0-9_.-]+:[0-9]{1,5}(,[A-Za-z0-9_.-]+:[0-9]{1,5})*$/.test(nodes) &&
-        clusterNodes(nodes).every(({ port }) => port >= 1 && port <= 65_535)),
-    "must be comma-separated host:port pairs (ports 1-65535)",
+    (nodes) => {
+      if (nodes === "") return true;
+      const each = nodes.split(",");
+      return each.every((node) => CLUSTER_NODE.test(node)) &&
+        new Set(each.map((node) => node.startsWith("rediss://"))).size === 1 &&
+        clusterNodes(nodes).every(({ port }) => port >= 1 && port <= 65_535);
+    },
+    "must be comma-separated host:port pairs (ports 1-65535), all or none rediss://",
   ).default(""),
+  /** The ACL user Redis (every node of a cluster) is logged in as; empty: `default`. */
+  REDIS_USERNAME: z.string().default(""),
+  /** Its password (`requirepass`, or the ACL user's); empty: none. */
+  REDIS_PASSWORD: z.string().default(""),
+  /**
+   * CA certificates (PEM) a TLS connection to Redis verifies the server's
+   * certificate against; unset: the runtime's trust store. Only with TLS.
+   */
+  REDIS_TLS_CA_FILE: pemFileVar(),
   /**
    * How many lists the queue is spread over, each in a hash slot of its own
    * (so, in a cluster, on different masters). 1 is the one list `QUEUE_NAME`.
@@ -80,9 +139,50 @@ export interface ClusterNode {
 export function clusterNodes(value: string): ClusterNode[] {
   if (value === "") return [];
   return value.split(",").map((node) => {
-    const colon = node.lastIndexOf(":");
-    return { host: node.slice(0, colon), port: Number(node.slice(colon + 1)) };
+    const address = node.replace(/^rediss:\/\//, "");
+    const colon = address.lastIndexOf(":");
+    return { host: address.slice(0, colon), port: Number(address.slice(colon + 1)) };
   });
+}
+
+/** Whether the queue's Redis is reached over TLS: a `rediss://` URL or cluster nodes. */
+export function redisTls(config: { REDIS_URL: string; REDIS_CLUSTER_NODES: string }): boolean {
+  return config.REDIS_CLUSTER_NODES === ""
+    ? config.REDIS_URL.startsWith("rediss://")
+    : config.REDIS_CLUSTER_NODES.startsWith("rediss://");
+}
+
+/**
+ * What is wrong with the variables together, each as `[name, rule]`: a
+ * setting that another's value contradicts or makes meaningless. Checked for
+ * the variables a shape reads.
+ */
+function conflicts(vars: Readonly<Record<string, unknown>>): [string, string][] {
+  const found: [string, string][] = [];
+  const { REDIS_URL, REDIS_CLUSTER_NODES } = vars;
+  if (typeof REDIS_URL === "string" && typeof REDIS_CLUSTER_NODES === "string") {
+    const url = URL.parse(REDIS_URL);
+    for (
+      const [name, inUrl] of [["REDIS_USERNAME", url?.username], ["REDIS_PASSWORD", url?.password]]
+    ) {
+      if (vars[name!] && inUrl) {
+        found.push([name!, "conflicts with the one in REDIS_URL: give it in one place"]);
+      }
+    }
+    if (vars.REDIS_TLS_CA_FILE !== undefined && !redisTls({ REDIS_URL, REDIS_CLUSTER_NODES })) {
+      found.push([
+        "REDIS_TLS_CA_FILE",
+        "needs TLS: a rediss:// REDIS_URL, or rediss:// REDIS_CLUSTER_NODES",
+      ]);
+    }
+  }
+  if (
+    vars.PGSSLROOTCERT !== undefined && vars.PGSSLMODE !== "verify-ca" &&
+    vars.PGSSLMODE !== "verify-full"
+  ) {
+    found.push(["PGSSLROOTCERT", "is only used with PGSSLMODE verify-ca or verify-full"]);
+  }
+  return found;
 }
 
 /** Whose environment {@linkcode parseEnv} reads. */
@@ -105,11 +205,23 @@ export function parseEnv<Shape extends z.ZodRawShape>(
   const present = Object.fromEntries(
     Object.keys(shape).map((name) => [name, env[name] === "" ? undefined : env[name]]),
   );
-  const result = z.object(shape).safeParse(present);
+  const result = z.object(shape).superRefine((vars, context) => {
+    for (const [name, message] of conflicts(vars)) {
+      context.addIssue({ code: "custom", path: [name], message });
+    }
+  }).safeParse(present);
   if (result.success) return Object.freeze(result.data);
   const lines = result.error.issues.map((issue) => {
     const name = String(issue.path[0]);
-    return `${name} ${issue.message.toLowerCase()}: current value is ${JSON.stringify(env[name])}`;
+    // zod's own messages start with a capital ("Too big: …"); ours name variables in capitals.
+    const rule = issue.message.charAt(0).toLowerCase() + issue.message.slice(1);
+    return `${name} ${rule}: current value is ${shown(name, env[name])}`;
   });
   throw new TypeError(`Cannot start ${service}: ${lines.join("; ")}`);
+}
+
+/** A variable's value as a message may show it: see the module doc. */
+function shown(name: string, value: string | undefined): string {
+  if (value !== undefined && /PASSWORD|TOKEN/.test(name)) return "(hidden)";
+  return JSON.stringify(value?.replace(/^([a-z]+:\/\/[^/@:]*:)[^/@]*@/i, "$1***@"));
 }

@@ -8,10 +8,11 @@
  * @module
  */
 
-import { connect, type Socket } from "node:net";
+import { connect, isIP, type Socket } from "node:net";
+import type { ConnectionOptions } from "node:tls";
 import type { Options } from "postgres";
 import { z } from "zod";
-import { intVar } from "./config.ts";
+import { intVar, pemFileVar } from "./config.ts";
 
 /** The PG* variables with the course's defaults (compose's `database` service). */
 export const postgresVars = {
@@ -20,6 +21,18 @@ export const postgresVars = {
   PGUSER: z.string().min(1).default("username"),
   PGPASSWORD: z.string().default("password"),
   PGDATABASE: z.string().min(1).default("database"),
+  /**
+   * TLS to PostgreSQL, by libpq's names ({@linkcode postgresSsl} says what
+   * each does). Unset is `disable`, where libpq's default is `prefer`.
+   */
+  PGSSLMODE: z.enum(["disable", "prefer", "require", "verify-ca", "verify-full"]).default(
+    "disable",
+  ),
+  /**
+   * CA certificates (PEM) the server's certificate must chain to, with
+   * `verify-ca` and `verify-full`; unset: the runtime's trust store.
+   */
+  PGSSLROOTCERT: pemFileVar(),
 };
 
 /** The PostgreSQL connection part of a parsed configuration. */
@@ -33,11 +46,42 @@ export function postgresOptions(config: PostgresConfig): Options<Record<string, 
     user: config.PGUSER,
     password: config.PGPASSWORD,
     database: config.PGDATABASE,
+    ssl: postgresSsl(config),
     // A connection attempt to an unreachable server fails in seconds, not minutes.
     connect_timeout: 5,
     // Prepared statements are reused per connection: the hot insert is parsed once.
     prepare: true,
   };
+}
+
+/**
+ * postgres.js's `ssl` option for PGSSLMODE, as libpq means each mode:
+ *
+ * - `disable`: no TLS.
+ * - `prefer`: TLS if the server offers it, else plain; the certificate is not checked.
+ * - `require`: TLS or no connection; the certificate is not checked.
+ * - `verify-ca`: TLS, and the certificate must chain to PGSSLROOTCERT's CAs
+ *   (else the runtime's trust store); any host name is taken.
+ * - `verify-full`: as `verify-ca`, and the certificate must also name PGHOST
+ *   (a DNS name, or an IP address in its subject alternative names).
+ *
+ * The name to check is given here, since postgres.js leaves it unset for a
+ * socket it did not open (`PostgresSockets`).
+ */
+export function postgresSsl(
+  config: Pick<PostgresConfig, "PGHOST" | "PGSSLMODE" | "PGSSLROOTCERT">,
+): false | "prefer" | "require" | ConnectionOptions {
+  const mode = config.PGSSLMODE;
+  if (mode === "disable") return false;
+  if (mode === "prefer" || mode === "require") return mode;
+  const verify: ConnectionOptions = {
+    rejectUnauthorized: true,
+    host: config.PGHOST,
+    // SNI takes a DNS name only.
+    servername: isIP(config.PGHOST) === 0 ? config.PGHOST : undefined,
+    ...(config.PGSSLROOTCERT === undefined ? {} : { ca: config.PGSSLROOTCERT.pem }),
+  };
+  return mode === "verify-full" ? verify : { ...verify, checkServerIdentity: () => undefined };
 }
 
 /**

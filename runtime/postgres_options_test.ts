@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
+import type { PeerCertificate } from "node:tls";
 import postgres from "postgres";
 import { parseEnv } from "./config.ts";
 import {
   isUnreachable,
   postgresOptions,
   PostgresSockets,
+  postgresSsl,
   postgresVars,
 } from "./postgres_options.ts";
 
@@ -14,6 +16,63 @@ Deno.test("postgresOptions() connects to compose's database by default", () => {
     [options.host, options.port, options.user, options.password, options.database],
     ["database", 5432, "username", "password", "database"],
   );
+  assert.equal(options.ssl, false, "no TLS unless PGSSLMODE asks");
+});
+
+Deno.test("postgresSsl() maps each PGSSLMODE onto postgres.js's ssl as libpq means it", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+    await Deno.writeTextFile(`${dir}/ca.pem`, pem);
+    const ssl = (env: Record<string, string>) =>
+      postgresSsl(
+        parseEnv(postgresVars, { service: "test", env: { PGHOST: "db.example", ...env } }),
+      );
+    assert.equal(ssl({ PGSSLMODE: "disable" }), false);
+    // postgres.js's own modes: TLS without a certificate check, prefer falling back to plain.
+    assert.equal(ssl({ PGSSLMODE: "prefer" }), "prefer");
+    assert.equal(ssl({ PGSSLMODE: "require" }), "require");
+    const full = ssl({ PGSSLMODE: "verify-full", PGSSLROOTCERT: `${dir}/ca.pem` });
+    assert.deepEqual(full, {
+      rejectUnauthorized: true,
+      host: "db.example",
+      servername: "db.example",
+      ca: pem,
+    });
+    const ca = ssl({ PGSSLMODE: "verify-ca", PGSSLROOTCERT: `${dir}/ca.pem` });
+    assert.ok(typeof ca === "object" && ca.rejectUnauthorized === true && ca.ca === pem);
+    // Node's own check, which verify-full keeps, refuses a name the certificate lacks.
+    assert.equal(typeof ca.checkServerIdentity, "function", "verify-ca replaces the name check");
+    assert.equal(ca.checkServerIdentity!("other.example", {} as PeerCertificate), undefined);
+    // No SNI for an address; no ca: the runtime's trust store.
+    assert.deepEqual(ssl({ PGSSLMODE: "verify-full", PGHOST: "10.0.0.5" }), {
+      rejectUnauthorized: true,
+      host: "10.0.0.5",
+      servername: undefined,
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("postgresVars names a bad PGSSLMODE, and a PGSSLROOTCERT unread or unused", async () => {
+  const refused = (env: Record<string, string>, message: RegExp) =>
+    assert.throws(() => parseEnv(postgresVars, { service: "test", env }), message);
+  refused({ PGSSLMODE: "allow" }, /PGSSLMODE .*current value is "allow"/);
+  refused(
+    { PGSSLMODE: "verify-full", PGSSLROOTCERT: "/nonexistent/ca.pem" },
+    /PGSSLROOTCERT cannot be read \(.*\): current value is "\/nonexistent\/ca.pem"/,
+  );
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/ca.pem`, "-----BEGIN CERTIFICATE-----\n");
+    refused(
+      { PGSSLMODE: "require", PGSSLROOTCERT: `${dir}/ca.pem` },
+      /PGSSLROOTCERT is only used with PGSSLMODE verify-ca or verify-full: current value is/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 Deno.test("postgresVars rejects a port outside 1-65535, naming it", () => {

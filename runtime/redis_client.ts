@@ -13,17 +13,13 @@ import { clusterNodes } from "./config.ts";
 import type { Clock } from "./clock.ts";
 import { abortable, timeoutSignal, withDeadline } from "./deadline.ts";
 import { errorText, type EventLog } from "./event_log.ts";
-import { clusterOptions } from "./redis_options.ts";
+import { clusterOptions, connectionOptions, type RedisConnectionConfig } from "./redis_options.ts";
 
 /** A client of either kind. */
 export type RedisConnection = Redis | Cluster;
 
-/** Where the queue lives: the queue variables of `config.ts`. */
-export interface RedisConfig {
-  readonly REDIS_URL: string;
-  /** Empty for a standalone Redis at REDIS_URL. */
-  readonly REDIS_CLUSTER_NODES: string;
-}
+/** Where the queue lives and how to log in: the queue variables of `config.ts`. */
+export type RedisConfig = RedisConnectionConfig;
 
 /** Options of {@linkcode createRedisClient}. */
 export interface RedisClientOptions {
@@ -57,12 +53,23 @@ export function createRedisClient(
   options: RedisClientOptions,
 ): RedisConnection {
   const { role } = options;
-  const client = config.REDIS_CLUSTER_NODES === ""
-    ? new Redis(config.REDIS_URL, role)
-    : new Cluster(clusterNodes(config.REDIS_CLUSTER_NODES), {
-      ...clusterOptions(role, options.unpipelined),
+  const { dnsLookup, ...connection } = connectionOptions(config);
+  let client: RedisConnection;
+  if (config.REDIS_CLUSTER_NODES === "") {
+    // The credentials travel as options: ioredis would take a URL's user without a password
+    // (`redis://app@host`) for an empty password over REDIS_PASSWORD.
+    const url = new URL(config.REDIS_URL);
+    url.username = "";
+    url.password = "";
+    client = new Redis(url.href, { ...role, ...connection });
+  } else {
+    const cluster = clusterOptions({ ...role, ...connection }, options.unpipelined);
+    client = new Cluster(clusterNodes(config.REDIS_CLUSTER_NODES), {
+      ...cluster,
+      ...(dnsLookup === undefined ? {} : { dnsLookup }),
       ...(role.lazyConnect === undefined ? {} : { lazyConnect: role.lazyConnect }),
     });
+  }
   const { errors } = options;
   if (errors === "ignore") {
     client.on("error", () => {});
@@ -72,9 +79,15 @@ export function createRedisClient(
     let down = false;
     client.on("error", (error: Error) => {
       if (!down) {
+        // A Cluster client's "Failed to refresh slots cache" keeps its cause (NOAUTH, a
+        // certificate refused, …) in lastNodeError.
+        const cause = (error as { lastNodeError?: unknown }).lastNodeError;
+        const text = cause === undefined
+          ? errorText(error)
+          : `${errorText(error)} (${errorText(cause)})`;
         log.warn("redis_unavailable", {
           error,
-          msg: `redis unavailable, ${whileUnavailable}: ${errorText(error)}`,
+          msg: `redis unavailable, ${whileUnavailable}: ${text}`,
         });
       }
       down = true;

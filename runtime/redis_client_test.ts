@@ -40,6 +40,34 @@ Deno.test("createRedisClient() makes a Cluster client of REDIS_CLUSTER_NODES, th
   client.disconnect();
 });
 
+Deno.test("createRedisClient() gives every node of a cluster the password and TLS, a standalone client too", () => {
+  const ca = { path: "/ca.pem", pem: "-----BEGIN CERTIFICATE-----" };
+  const cluster = createRedisClient(
+    {
+      ...CLUSTER,
+      REDIS_CLUSTER_NODES: "rediss://a:7000",
+      REDIS_PASSWORD: "pw",
+      REDIS_TLS_CA_FILE: ca,
+    },
+    { role: { lazyConnect: true } },
+  );
+  assert.ok(cluster instanceof Cluster);
+  assert.equal(cluster.options.redisOptions?.password, "pw");
+  assert.deepEqual(cluster.options.redisOptions?.tls, { ca: ca.pem });
+  assert.equal(typeof cluster.options.dnsLookup, "function");
+  cluster.disconnect();
+  const standalone = createRedisClient(
+    { REDIS_URL: "rediss://app@127.0.0.1:1", REDIS_CLUSTER_NODES: "", REDIS_PASSWORD: "pw" },
+    { role: { lazyConnect: true } },
+  );
+  assert.ok(standalone instanceof Redis);
+  assert.deepEqual(
+    [standalone.options.username, standalone.options.password, standalone.options.tls],
+    ["app", "pw", {}],
+  );
+  standalone.disconnect();
+});
+
 Deno.test("createRedisClient() logs one redis_unavailable per outage and redis_ready as each ends", () => {
   const { log, records } = capturingLog();
   const client = createRedisClient(STANDALONE, {
@@ -66,6 +94,26 @@ Deno.test("createRedisClient() logs one redis_unavailable per outage and redis_r
         msg: "redis unavailable, answering 503: connect ECONNREFUSED again",
       },
     ],
+  );
+  client.disconnect();
+});
+
+Deno.test("createRedisClient() names the node's error that made a cluster unavailable", () => {
+  const { log, records } = capturingLog();
+  const client = createRedisClient(CLUSTER, {
+    role: { lazyConnect: true },
+    errors: { log, whileUnavailable: "answering 503" },
+  });
+  client.emit(
+    "error",
+    Object.assign(new Error("Failed to refresh slots cache."), {
+      lastNodeError: new Error("NOAUTH Authentication required."),
+    }),
+  );
+  assert.equal(
+    records[0]?.msg,
+    "redis unavailable, answering 503: Failed to refresh slots cache. " +
+      "(NOAUTH Authentication required.)",
   );
   client.disconnect();
 });

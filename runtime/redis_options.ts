@@ -9,11 +9,13 @@
  * In a Redis Cluster (REDIS_CLUSTER_NODES) each role is a `Cluster` client
  * with {@linkcode clusterOptions}: the same options for its connection to
  * each node, and the same fail-fast behaviour for the cluster as a whole.
+ * Every role logs in and speaks TLS alike: {@linkcode connectionOptions}.
  *
  * @module
  */
 
 import type { ClusterOptions, RedisOptions } from "ioredis";
+import { type PemFile, redisTls } from "./config.ts";
 
 /** Reconnect at most a second apart, whatever the number of attempts. */
 function reconnectDelay(attempt: number): number {
@@ -87,5 +89,47 @@ export function clusterOptions(
     clusterRetryStrategy: reconnectDelay,
     scaleReads: "master",
     redisOptions,
+  };
+}
+
+/** The queue variables of `config.ts` that say how to reach Redis and log in. */
+export interface RedisConnectionConfig {
+  readonly REDIS_URL: string;
+  /** Empty for a standalone Redis at REDIS_URL. */
+  readonly REDIS_CLUSTER_NODES: string;
+  /** @default "" */
+  readonly REDIS_USERNAME?: string;
+  /** @default "" */
+  readonly REDIS_PASSWORD?: string;
+  /** @default the runtime's trust store */
+  readonly REDIS_TLS_CA_FILE?: PemFile;
+}
+
+/**
+ * The options every role adds for the connection itself, to the standalone
+ * client or to each node of a cluster: the ACL user and password, from
+ * REDIS_USERNAME and REDIS_PASSWORD or else a standalone REDIS_URL's own
+ * (`config.ts` refuses one given in both), and
+ * TLS when the URL or the nodes say `rediss://`, verified against
+ * REDIS_TLS_CA_FILE. ioredis checks the certificate against the address it
+ * connects to: a seed node as written (hence the identity `dnsLookup`, which
+ * keeps ioredis from swapping a host name for its IP), the other nodes as
+ * the cluster announces them.
+ */
+export function connectionOptions(
+  config: RedisConnectionConfig,
+): RedisOptions & Pick<ClusterOptions, "dnsLookup"> {
+  const tls = redisTls(config);
+  const ca = config.REDIS_TLS_CA_FILE?.pem;
+  const url = config.REDIS_CLUSTER_NODES === "" ? URL.parse(config.REDIS_URL) : null;
+  const username = config.REDIS_USERNAME || decodeURIComponent(url?.username ?? "");
+  const password = config.REDIS_PASSWORD || decodeURIComponent(url?.password ?? "");
+  return {
+    ...(username ? { username } : {}),
+    ...(password ? { password } : {}),
+    ...(tls ? { tls: ca === undefined ? {} : { ca } } : {}),
+    ...(tls && config.REDIS_CLUSTER_NODES !== ""
+      ? { dnsLookup: (address, found) => found(null, address) }
+      : {}),
   };
 }

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import {
   apiRedisOptions,
   clusterOptions,
+  connectionOptions,
   consumerBlockingOptions,
   consumerCommandOptions,
 } from "./redis_options.ts";
@@ -38,4 +39,47 @@ Deno.test("clusterOptions() lifts queueing and reconnecting to the cluster, keep
   });
   // Scripts whose first argument is their key count must not be auto-pipelined by it.
   assert.deepEqual(options.autoPipeliningIgnoredCommands, ["queueRecover", "queueOverview"]);
+});
+
+Deno.test("connectionOptions() logs in with REDIS_USERNAME and REDIS_PASSWORD, TLS only for rediss://", () => {
+  const ca = { path: "/ca.pem", pem: "-----BEGIN CERTIFICATE-----" };
+  assert.deepEqual(connectionOptions({ REDIS_URL: "redis://r:6379", REDIS_CLUSTER_NODES: "" }), {});
+  assert.deepEqual(
+    connectionOptions({
+      REDIS_URL: "rediss://r:6379",
+      REDIS_CLUSTER_NODES: "",
+      REDIS_USERNAME: "app",
+      REDIS_PASSWORD: "pw",
+      REDIS_TLS_CA_FILE: ca,
+    }),
+    { username: "app", password: "pw", tls: { ca: ca.pem } },
+  );
+  // A standalone URL's credentials, decoded, unless given on their own.
+  assert.deepEqual(
+    connectionOptions({ REDIS_URL: "redis://app:p%40ss@r:6379", REDIS_CLUSTER_NODES: "" }),
+    { username: "app", password: "p@ss" },
+  );
+  assert.deepEqual(
+    connectionOptions({
+      REDIS_URL: "redis://app@r:6379",
+      REDIS_CLUSTER_NODES: "",
+      REDIS_PASSWORD: "pw",
+    }),
+    { username: "app", password: "pw" },
+  );
+  // A cluster: TLS from its nodes' scheme, the seed names kept as written for the certificate.
+  const cluster = connectionOptions({
+    REDIS_URL: "rediss://unused:1",
+    REDIS_CLUSTER_NODES: "rediss://a:7000,rediss://b:7001",
+    REDIS_PASSWORD: "pw",
+  });
+  assert.deepEqual(cluster.tls, {});
+  assert.equal(cluster.password, "pw");
+  let resolved: string | undefined;
+  cluster.dnsLookup?.("redis-1.example", (_, address) => resolved = address);
+  assert.equal(resolved, "redis-1.example");
+  assert.deepEqual(
+    connectionOptions({ REDIS_URL: "rediss://unused:1", REDIS_CLUSTER_NODES: "a:7000" }),
+    {},
+  );
 });

@@ -115,6 +115,19 @@ export interface ClusterNodeConfigOptions {
   busPort: number;
   /** `cluster-node-timeout`, in ms. */
   nodeTimeoutMs: number;
+  /** `requirepass` and `masterauth`: clients and replicas alike log in with it. @default none */
+  password?: string;
+  /** With {@linkcode ClusterTls}: the node's TLS port for clients. */
+  tlsPort?: number;
+  /** The certificate files of every node, and TLS for the bus and replication. @default none */
+  tls?: ClusterTls;
+}
+
+/** The files of a cluster's TLS: its nodes' certificate and key, and the CA clients trust. */
+export interface ClusterTls {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly caFile: string;
 }
 
 /**
@@ -138,6 +151,20 @@ export function clusterNodeConfig(options: ClusterNodeConfigOptions): string {
     // default (yes) every key is refused from the moment the nodes agree a master failed until its
     // replica is promoted. docs/scaling.md, "Redis Cluster", asks the same of deployments.
     "cluster-require-full-coverage no",
+    ...(options.password === undefined
+      ? []
+      : [`requirepass ${options.password}`, `masterauth ${options.password}`]),
+    // The plain port stays for the harness's questions; the nodes talk to each other over TLS and
+    // announce their TLS ports to clients connected over TLS.
+    ...(options.tls === undefined ? [] : [
+      `tls-port ${options.tlsPort}`,
+      `tls-cert-file ${options.tls.certFile}`,
+      `tls-key-file ${options.tls.keyFile}`,
+      `tls-ca-cert-file ${options.tls.caFile}`,
+      "tls-auth-clients no",
+      "tls-cluster yes",
+      "tls-replication yes",
+    ]),
     "",
   ].join("\n");
 }
@@ -150,6 +177,8 @@ export interface ClusterNode {
   readonly port: number;
   /** `127.0.0.1:<port>`, as REDIS_CLUSTER_NODES lists it. */
   readonly address: string;
+  /** Its TLS port on 127.0.0.1, in a cluster started with `tls`. */
+  readonly tlsPort: number | undefined;
   /** The process: `kill()`, `start()`, `pid`, `exited`. */
   readonly server: RedisServer;
 }
@@ -181,6 +210,13 @@ export interface RedisClusterOptions {
   configFile?: string | null;
   /** How long to wait for the cluster to form (and to heal after a failover). @default 60_000 */
   readyTimeoutMs?: number;
+  /**
+   * Every node's password (`requirepass`, and `masterauth` for its replication), which the
+   * harness's own questions then give. @default none
+   */
+  password?: string;
+  /** TLS on every node besides its plain port: see {@linkcode ClusterNodeConfigOptions.tls}. */
+  tls?: ClusterTls;
 }
 
 /** How long one `redis-cli` question may take before it counts as unanswered. */
@@ -212,9 +248,12 @@ async function runRedisCli(
   args: string[],
   input?: string,
   timeoutMs = CLI_TIMEOUT_MS,
+  password?: string,
 ): Promise<string> {
   const child = new Deno.Command("redis-cli", {
     args: ["-h", "127.0.0.1", "-p", String(port), "-e", ...args],
+    // From the environment rather than -a, which redis-cli warns about.
+    env: password === undefined ? {} : { REDISCLI_AUTH: password },
     stdin: input === undefined ? "null" : "piped",
     stdout: "piped",
     stderr: "piped",
@@ -246,6 +285,7 @@ export class RedisCluster implements AsyncDisposable {
   /** The dir holding every node's config and data. */
   readonly dir: string;
   readonly #readyTimeoutMs: number;
+  readonly #password: string | undefined;
   /** Keys by their slot, spread over every master's slots: see {@linkcode #unhealthy}. */
   #probeKeys = new Map<number, string>();
   #closing: Promise<void> | undefined;
@@ -255,11 +295,13 @@ export class RedisCluster implements AsyncDisposable {
     output: OutputBuffer,
     dir: string,
     readyTimeoutMs: number,
+    password: string | undefined,
   ) {
     this.nodes = nodes;
     this.output = output;
     this.dir = dir;
     this.#readyTimeoutMs = readyTimeoutMs;
+    this.#password = password;
   }
 
   /**
@@ -283,7 +325,7 @@ export class RedisCluster implements AsyncDisposable {
       dir: serviceDirRoot(),
     });
     const output = new OutputBuffer();
-    const ports = freePorts(2 * count);
+    const ports = freePorts(3 * count);
     const nodes: ClusterNode[] = [];
     for (let i = 0; i < count; i++) {
       const port = ports[i]!;
@@ -291,7 +333,14 @@ export class RedisCluster implements AsyncDisposable {
       const configFile = `${dir}/${name}.conf`;
       await Deno.writeTextFile(
         configFile,
-        clusterNodeConfig({ baseConfig, busPort: ports[count + i]!, nodeTimeoutMs }),
+        clusterNodeConfig({
+          baseConfig,
+          busPort: ports[count + i]!,
+          nodeTimeoutMs,
+          password: options.password,
+          tls: options.tls,
+          tlsPort: ports[2 * count + i],
+        }),
       );
       const server = new RedisServer({
         name: `${name}:${port}`,
@@ -301,9 +350,10 @@ export class RedisCluster implements AsyncDisposable {
         output: output.sink,
         log: output.sink.bind(null, "cluster"),
       });
-      nodes.push({ name, port, address: `127.0.0.1:${port}`, server });
+      const tlsPort = options.tls === undefined ? undefined : ports[2 * count + i];
+      nodes.push({ name, port, address: `127.0.0.1:${port}`, tlsPort, server });
     }
-    const cluster = new RedisCluster(nodes, output, dir, readyTimeoutMs);
+    const cluster = new RedisCluster(nodes, output, dir, readyTimeoutMs, options.password);
     try {
       await Promise.all(nodes.map((node) => node.server.start()));
       // It waits for the nodes to join, which a busy machine can make take a while.
@@ -319,6 +369,7 @@ export class RedisCluster implements AsyncDisposable {
         ],
         undefined,
         readyTimeoutMs,
+        options.password,
       );
       for (const line of created.split("\n")) output.sink("cluster-create", line);
       await cluster.#findProbeKeys(masters);
@@ -335,9 +386,25 @@ export class RedisCluster implements AsyncDisposable {
     return cluster;
   }
 
+  /** {@linkcode redisCli} on `port`, logged in with the cluster's password if it has one. */
+  async cli(port: number, ...args: string[]): Promise<string> {
+    return await runRedisCli(port, args, undefined, CLI_TIMEOUT_MS, this.#password);
+  }
+
+  /** {@linkcode redisCliSession} on `port`, logged in with the cluster's password if it has one. */
+  async cliSession(port: number, commands: string[][]): Promise<string> {
+    const input = commands.map((command) => command.join(" ")).join("\n");
+    return await runRedisCli(port, [], input, CLI_TIMEOUT_MS, this.#password);
+  }
+
   /** The nodes whose process runs now. */
   get running(): ClusterNode[] {
     return this.nodes.filter((node) => node.server.process.running);
+  }
+
+  /** Every node's TLS address, `rediss://127.0.0.1:<port>,…`, in a cluster started with `tls`. */
+  get tlsSeeds(): string {
+    return this.nodes.map((node) => `rediss://127.0.0.1:${node.tlsPort}`).join(",");
   }
 
   /** Every node's address, comma-separated: the value of REDIS_CLUSTER_NODES. */
@@ -356,12 +423,12 @@ export class RedisCluster implements AsyncDisposable {
 
   /** The cluster as `node` (the first running one unless told) sees it. */
   async view(node: ClusterNode = this.#anyRunning()): Promise<ClusterNodeView[]> {
-    return parseClusterNodes(await redisCli(node.port, "CLUSTER", "NODES"));
+    return parseClusterNodes(await this.cli(node.port, "CLUSTER", "NODES"));
   }
 
   /** The hash slot of `key` (`CLUSTER KEYSLOT`, as the server computes it). */
   async keySlot(key: string): Promise<number> {
-    return Number((await redisCli(this.#anyRunning().port, "CLUSTER", "KEYSLOT", key)).trim());
+    return Number((await this.cli(this.#anyRunning().port, "CLUSTER", "KEYSLOT", key)).trim());
   }
 
   /** The master serving `key` now. @throws {Error} when no master serves its slot. */
@@ -445,7 +512,7 @@ export class RedisCluster implements AsyncDisposable {
     try {
       if (replicaLagMs > 0) {
         for (const replica of replicas) replica.server.freeze();
-        await redisCli(master.port, "CLIENT", "KILL", "TYPE", "replica");
+        await this.cli(master.port, "CLIENT", "KILL", "TYPE", "replica");
         cutAt = Date.now();
         await delay(replicaLagMs);
       }
@@ -483,7 +550,7 @@ export class RedisCluster implements AsyncDisposable {
     }
     const slot = (await this.view()).find((node) => node.port === master.port)?.slots[0]?.[0];
     const startedAt = Date.now();
-    await redisCli(replica.port, "CLUSTER", "FAILOVER");
+    await this.cli(replica.port, "CLUSTER", "FAILOVER");
     await waitFor(`${replica.name} to take over from ${master.name}`, async () => {
       try {
         return slotOwner(await this.view(), slot ?? 0) === replica.port;
@@ -526,7 +593,7 @@ export class RedisCluster implements AsyncDisposable {
   /** Enough probe keys that every master's slots hold a few, with their slots. */
   async #findProbeKeys(masters: number): Promise<void> {
     const keys = Array.from({ length: 64 * masters }, (_, i) => `redis-cluster-probe:${i}`);
-    const slots = (await redisCliSession(
+    const slots = (await this.cliSession(
       this.nodes[0]!.port,
       keys.map((key) => ["CLUSTER", "KEYSLOT", key]),
     )).trim().split("\n").map(Number);
@@ -545,7 +612,7 @@ export class RedisCluster implements AsyncDisposable {
       master.slots.some(([from, to]) => from <= slot && slot <= to)
     )?.[1];
     if (key === undefined) throw new Error(`no probe key in the slots of port ${master.port}`);
-    const reply = await redisCliSession(master.port, [
+    const reply = await this.cliSession(master.port, [
       ["SET", key, String(Date.now())],
       ["WAIT", String(replicas), "1000"],
     ]);
@@ -558,7 +625,7 @@ export class RedisCluster implements AsyncDisposable {
     const ports = new Set(running.map((node) => node.port));
     const layouts = new Set<string>();
     for (const node of running) {
-      const info = parseInfo(await redisCli(node.port, "CLUSTER", "INFO"));
+      const info = parseInfo(await this.cli(node.port, "CLUSTER", "INFO"));
       if (info.get("cluster_state") !== "ok") return `${node.name}: cluster_state not ok`;
       if (info.get("cluster_slots_ok") !== String(CLUSTER_SLOTS)) {
         return `${node.name}: ${info.get("cluster_slots_ok")} slots ok`;
@@ -582,7 +649,7 @@ export class RedisCluster implements AsyncDisposable {
       }
       layouts.add(slotLayout(view));
       if (view.find((other) => other.myself)?.role === "replica") {
-        const replication = parseInfo(await redisCli(node.port, "INFO", "replication"));
+        const replication = parseInfo(await this.cli(node.port, "INFO", "replication"));
         if (
           replication.get("master_link_status") !== "up" ||
           replication.get("master_sync_in_progress") !== "0"

@@ -121,3 +121,39 @@ Deno.test("clusterNodeConfig() includes the base config first so the cluster set
       .includes("include"),
   );
 });
+
+Deno.test("clusterNodeConfig() with a password makes clients and replicas alike log in", () => {
+  const lines = clusterNodeConfig({
+    baseConfig: undefined,
+    busPort: 1,
+    nodeTimeoutMs: 1,
+    password: "s3cret",
+  }).split("\n");
+  assert.ok(lines.includes("requirepass s3cret"));
+  assert.ok(lines.includes("masterauth s3cret"));
+  assert.ok(
+    !clusterNodeConfig({ baseConfig: undefined, busPort: 1, nodeTimeoutMs: 1 })
+      .includes("requirepass"),
+  );
+});
+
+Deno.test("clusterNodeConfig() with TLS keeps the plain port and puts the bus and replication on TLS", () => {
+  const lines = clusterNodeConfig({
+    baseConfig: undefined,
+    busPort: 1,
+    nodeTimeoutMs: 1,
+    tlsPort: 7001,
+    tls: { certFile: "/c/server.pem", keyFile: "/c/server.key", caFile: "/c/ca.pem" },
+  }).split("\n");
+  for (
+    const line of [
+      "tls-port 7001",
+      "tls-cert-file /c/server.pem",
+      "tls-key-file /c/server.key",
+      "tls-ca-cert-file /c/ca.pem",
+      "tls-cluster yes",
+      "tls-replication yes",
+    ]
+  ) assert.ok(lines.includes(line), line);
+  assert.ok(!lines.some((line) => line.startsWith("port ")), "the plain port is the harness's");
+});
