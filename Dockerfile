@@ -50,6 +50,8 @@ CMD ["deno", "run", "--cached-only", "--allow-net", "--allow-env", \
 FROM workspace AS server-consumer
 COPY server-consumer/ server-consumer/
 RUN deno install --frozen --entrypoint server-consumer/main.ts schema/migrate.ts
+# --allow-read for the migrations in schema/ and the CA files PGSSLROOTCERT and REDIS_TLS_CA_FILE
+# name, wherever they are mounted (a secret's path).
 CMD ["deno", "run", "--cached-only", "--allow-net", "--allow-env", \
-     "--allow-read=schema", "--allow-sys=hostname,osRelease,networkInterfaces", \
+     "--allow-read", "--allow-sys=hostname,osRelease,networkInterfaces", \
      "server-consumer/main.ts"]
