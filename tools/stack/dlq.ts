@@ -10,7 +10,8 @@
  *   dlq.ts <redis url> purge (--all | [--reason KIND] [--id ID]…)
  *
  * Reads env: QUEUE_NAME (default `users`, as in project.env), QUEUE_SHARDS,
- * REDIS_CLUSTER_NODES (then the URL is not used): every shard's letters.
+ * REDIS_CLUSTER_NODES (then the URL is not used): every shard's letters; REDIS_USERNAME and
+ * REDIS_PASSWORD, to log in.
  *
  * @module
  */
@@ -97,7 +98,7 @@ export function parseDlqArgs(args: readonly string[]): DlqCommand {
 
 /**
  * A client of the queue `env` describes, read as the services read it (QUEUE_NAME, QUEUE_SHARDS,
- * REDIS_CLUSTER_NODES), so it sees every shard: `url` for a standalone Redis, or the cluster of
+ * REDIS_CLUSTER_NODES, REDIS_USERNAME, REDIS_PASSWORD), so it sees every shard: `url` for a standalone Redis, or the cluster of
  * REDIS_CLUSTER_NODES; `redis` adds to the client's options. Throws a `TypeError` naming a bad
  * variable.
  */
@@ -105,13 +106,17 @@ export function queueClient(
   url: string,
   { env, redis: options = {} }: { env: Env; redis?: RedisOptions },
 ): { redis: RedisClient; keys: readonly QueueKeys[] } {
-  const { QUEUE_NAME, QUEUE_SHARDS, REDIS_CLUSTER_NODES } = parseEnv({
-    QUEUE_NAME: queueVars.QUEUE_NAME,
-    QUEUE_SHARDS: queueVars.QUEUE_SHARDS,
-    REDIS_CLUSTER_NODES: queueVars.REDIS_CLUSTER_NODES,
-  }, { service: "dlq", env });
+  const { QUEUE_NAME, QUEUE_SHARDS, REDIS_CLUSTER_NODES, REDIS_USERNAME, REDIS_PASSWORD } =
+    parseEnv({
+      QUEUE_NAME: queueVars.QUEUE_NAME,
+      QUEUE_SHARDS: queueVars.QUEUE_SHARDS,
+      REDIS_CLUSTER_NODES: queueVars.REDIS_CLUSTER_NODES,
+      REDIS_USERNAME: queueVars.REDIS_USERNAME,
+      REDIS_PASSWORD: queueVars.REDIS_PASSWORD,
+    }, { service: "dlq", env });
   const cluster = REDIS_CLUSTER_NODES !== "";
-  const redis = createRedisClient({ REDIS_URL: url, REDIS_CLUSTER_NODES }, {
+  const where = { REDIS_URL: url, REDIS_CLUSTER_NODES, REDIS_USERNAME, REDIS_PASSWORD };
+  const redis = createRedisClient(where, {
     role: { maxRetriesPerRequest: 1, ...options },
     unpipelined: SCRIPTS_WITH_KEY_COUNT,
   });

@@ -52,6 +52,20 @@ Deno.test("queueClient() reaches every shard, through a Cluster client with REDI
   for (const shard of keys) assert.equal(shard.retry, `{${shard.queue}}:retry`);
 });
 
+Deno.test("queueClient() logs in as the services do, with REDIS_USERNAME and REDIS_PASSWORD", () => {
+  const env = { REDIS_USERNAME: "ops", REDIS_PASSWORD: "s3cret" };
+  const { redis } = queueClient("redis://127.0.0.1:1", { env, redis: { lazyConnect: true } });
+  assert.ok(redis instanceof Redis);
+  assert.deepEqual([redis.options.username, redis.options.password], ["ops", "s3cret"]);
+  const { redis: cluster } = queueClient("redis://unused:1", {
+    env: { ...env, REDIS_CLUSTER_NODES: "127.0.0.1:1" },
+    redis: { lazyConnect: true },
+  });
+  assert.ok(cluster instanceof Cluster);
+  const { username, password } = cluster.options.redisOptions ?? {};
+  assert.deepEqual([username, password], ["ops", "s3cret"]);
+});
+
 Deno.test("queueClient() names a bad variable", () => {
   assert.throws(
     () =>
