@@ -236,70 +236,85 @@ export function createApp(options: AppOptions): Hono {
   });
   const inTime = <T>(work: Promise<T>) => deadline === undefined ? work : deadline.race(work);
 
-  /** A request admitted without a rate limit: its push races the shared deadline. */
-  const free: Admission = { bound: inTime, late: () => undefined, [Symbol.dispose]: () => {} };
-
   /**
    * Takes `cost` users from the rate of the request's client (its key's name, else its address)
    * and sets the RateLimit headers; a 429 `rate_limited` over it, nothing taken and nothing pushed
    * (docs/delivery.md, "What each answer means for the client"). Rejects with the limit's own
-   * failure when Redis does not answer it in time. The admission's bound then covers the push too,
-   * so the answer still comes within `acceptTimeoutMs` of the limit's call.
+   * failure when Redis fails it. The caller bounds it together with the push, so the answer still
+   * comes within `acceptTimeoutMs`.
    */
-  const admit = async (c: Context, cost: number): Promise<Admission> => {
-    // An empty batch takes nothing (its 422 comes next).
-    if (rateLimit === undefined || cost === 0) return free;
+  const admit = async (c: Context, cost: number, limit: RateLimit) => {
     const client = c.get("client");
+    const subject = clientKeys.length > 0 ? client : sourceAddress(c);
+    const decision = await limit.take(subject, cost);
+    c.header("RateLimit-Policy", limit.policy);
+    c.header("RateLimit", rateLimitHeader(decision));
+    if (decision.allowed) return;
+    metrics?.countClient(client, "rate_limited", cost);
+    c.header("Retry-After", String(decision.retryAfterSeconds));
+    throw new ApiError("rate_limited", {
+      message: `over this client's rate: ${cost} users fit in ${decision.retryAfterSeconds} s`,
+    });
+  };
+
+  /**
+   * Why a push admitted `startedMs` ago must not start, if so: the queue voids a push Redis runs
+   * later than half the bound after it was sent (`main.ts`), so one sent with less than half of the
+   * bound left could queue a user after its 503.
+   */
+  const late = (startedMs: number) =>
+    performance.now() - startedMs > acceptTimeoutMs / 2
+      ? new DeadlineError("Cannot push in time as the rate limit answered late", acceptTimeoutMs)
+      : undefined;
+
+  /**
+   * Queues the user `name` within the deadline, once per `key` when there is one: the id it is
+   * queued under, and whether an earlier request with the key queued it. With a rate limit, the
+   * limit's call and the push race one deadline together.
+   */
+  const acceptUser = async (c: Context, name: string, key: string | undefined) => {
+    const id = key === undefined ? newId() : acceptOnce!.newId(key);
+    const user = { id, name, enqueued_at: Date.now() };
+    const push = () =>
+      key === undefined ? accept(user).then(() => id) : acceptOnce!.accept(user, key);
+    try {
+      const queuedAs = await inTime(
+        rateLimit === undefined ? push() : (async () => {
+          const started = performance.now();
+          await admit(c, 1, rateLimit);
+          const tooLate = late(started);
+          if (tooLate !== undefined) throw tooLate;
+          return await push();
+        })(),
+      );
+      return { id: queuedAs, replayed: queuedAs !== id };
+    } catch (error) {
+      throw refusalOf(error, id);
+    }
+  };
+
+  /**
+   * A batch's admission for `cost` users: without a rate limit, its pushes race the shared deadline;
+   * with one, a deadline of the request's own covers the limit's call and the pushes.
+   */
+  const admitBatch = async (c: Context, cost: number): Promise<Admission> => {
+    // An empty batch takes nothing (its 422 comes next).
+    if (rateLimit === undefined || cost === 0) {
+      return { bound: inTime, late: () => undefined, [Symbol.dispose]: () => {} };
+    }
     const timeout = timeoutSignal(acceptTimeoutMs);
     const started = performance.now();
     try {
-      const subject = clientKeys.length > 0 ? client : sourceAddress(c);
-      const decision = await abortable(rateLimit.take(subject, cost), timeout.signal);
-      c.header("RateLimit-Policy", rateLimit.policy);
-      c.header("RateLimit", rateLimitHeader(decision));
-      if (!decision.allowed) {
-        metrics?.countClient(client, "rate_limited", cost);
-        c.header("Retry-After", String(decision.retryAfterSeconds));
-        throw new ApiError("rate_limited", {
-          message: `over this client's rate: ${cost} users fit in ${decision.retryAfterSeconds} s`,
-        });
-      }
+      await abortable(admit(c, cost, rateLimit), timeout.signal);
     } catch (error) {
       timeout[Symbol.dispose]();
       throw error;
     }
     return {
       bound: (work) => abortable(work, timeout.signal),
-      // The queue voids a push Redis runs later than half the bound after it was sent (`main.ts`):
-      // one sent with less than half of it left could queue a user after its 503.
-      late: () =>
-        performance.now() - started > acceptTimeoutMs / 2
-          ? new DeadlineError("Cannot push the users in time as the rate limit answered late", 0)
-          : undefined,
+      late: () => late(started),
       [Symbol.dispose]: () => timeout[Symbol.dispose](),
     };
-  };
-
-  /**
-   * Queues the user `name` within the deadline, once per `key` when there is one: the id it is
-   * queued under, and whether an earlier request with the key queued it.
-   */
-  const acceptUser = async (c: Context, name: string, key: string | undefined) => {
-    const id = key === undefined ? newId() : acceptOnce!.newId(key);
-    const user = { id, name, enqueued_at: Date.now() };
-    try {
-      using admission = await admit(c, 1);
-      const late = admission.late();
-      if (late !== undefined) throw late;
-      if (key === undefined) {
-        await admission.bound(accept(user));
-        return { id, replayed: false };
-      }
-      const queuedAs = await admission.bound(acceptOnce!.accept(user, key));
-      return { id: queuedAs, replayed: queuedAs !== id };
-    } catch (error) {
-      throw refusalOf(error, id);
-    }
   };
 
   /**
@@ -352,7 +367,7 @@ export function createApp(options: AppOptions): Hono {
       const values = parseBatch(body, { ndjson: type === NDJSON, maxItems });
       const client = c.get("client");
       // Counted before they are validated: a batch over the rate costs no more than its parse.
-      using admission = await admit(c, values.length).catch((error) => {
+      using admission = await admitBatch(c, values.length).catch((error) => {
         throw unadmitted(error, values.length, key, client);
       });
       const names = batchNames(values);
@@ -481,7 +496,7 @@ export function createApp(options: AppOptions): Hono {
   return app;
 }
 
-/** How a request admitted by the rate limit pushes (`createApp`'s `admit`); disposed after. */
+/** How a batch admitted by the rate limit pushes (`createApp`'s `admitBatch`); disposed after. */
 interface Admission extends Disposable {
   /** Races `work` (a push) with the request's bound. */
   bound<U>(work: Promise<U>): Promise<U>;

@@ -1,11 +1,13 @@
 /**
  * Fair admission per client, through Traefik to two API replicas, with client keys: first the
  * stack's sustained rate C is measured (users a second it both accepts and stores, batches of 1,000
- * in closed loop, no rate limit); then the replicas are restarted with a rate per client of C/4,
- * and a quiet client sending 5% of C (in batches of 10) alone sets its own p99; then a noisy client offers 2 × C in
+ * in closed loop, no rate limit); then the replicas are restarted with a rate per client of C/20,
+ * and a quiet client sending 5% of C (in batches of 10) alone sets its own p99 (before and after
+ * the next run: the larger of the two); then a noisy client offers 2 × C in
  * batches beside the same quiet client. The quiet client must get 202 for every request with its
- * p99 within {@linkcode P99_FACTOR} of its p99 alone; the noisy one gets 429s, is held to its rate,
- * and its `Retry-After` is right; every 202 is stored exactly once.
+ * p99 within {@linkcode P99_FACTOR} of its p99 alone, plus the time one admitted batch takes; the
+ * noisy one gets 429s, is held to its rate, and its `Retry-After` is right; every 202 is stored
+ * exactly once.
  *
  * The load comes from oha, open model (`-q` with latency correction) for the two clients, so a
  * late answer counts from when its request was due.
@@ -39,13 +41,16 @@ const BATCH = 1_000;
 const QUIET_BATCH = 10;
 
 /**
- * How much the quiet client's p99 may grow beside the noisy one. The limit admits the noisy client
- * at C/4 and the quiet one sends C/20, so the stack works at about 30% of what it sustains, plus
- * the noisy client's refusals (each a parse of its batch and one Redis call, a fraction of what
- * pushing it would cost): at most half of its capacity. In a single queue a response time grows as
- * 1/(1 - load), so from the 5% of the quiet run alone to 50%, 1.9 times; and the two oha processes
- * share the machine's two cores with the stack where the quiet run alone had one: 3 covers both.
- * Without the limit the noisy client's 2 × C would hold every core and queue without end.
+ * How much the quiet client's p99 may grow beside the noisy one, as a factor. The limit admits the
+ * noisy client at C/20 and the quiet one sends as much, so the stack (every process on the machine's
+ * cores, the consumers and PostgreSQL storing what was admitted among them) works at about 10% of
+ * what it sustains, plus the noisy client's refusals (each its parse and one Redis call, a fraction
+ * of what storing it would cost) and the second oha. In a single queue a response time grows as
+ * 1/(1 - load): from the 5% of the quiet run alone to even 50%, 1.9 times; 3 leaves room for the
+ * machine's other work. On top of it comes one admitted batch (`lumpMs` in the test): a batch
+ * of 1,000 arrives as one lump, and a quiet request that comes just behind it waits while a core
+ * does that batch's share of the work, the machine's cores × BATCH / C. Without the limit the
+ * noisy client's 2 × C would hold every core and queue without end.
  */
 const P99_FACTOR = 3;
 
@@ -154,7 +159,7 @@ Deno.test("a noisy client at twice the stack's capacity is refused 429 while a q
       });
 
       // The same replicas' code, restarted with a rate per client below the capacity.
-      const rate = Math.floor(sustained / 4);
+      const rate = Math.floor(sustained / 20);
       const burst = 2 * BATCH;
       for (const server of stack.servers) await server.stop();
       for (const [i, port] of stack.ports.api.entries()) {
@@ -182,6 +187,9 @@ Deno.test("a noisy client at twice the stack's capacity is refused 429 while a q
         connections: 32,
         rate: Math.max(1, Math.round(sustained / 20 / QUIET_BATCH)),
       };
+      // The restarted replicas' code is compiled as it runs: warmed up first, so that the runs
+      // compare the stack, not the compiler.
+      const warmUp = await oha(`${stack.url}/users/batch`, { ...quiet, seconds: 2 });
       const alone = await oha(`${stack.url}/users/batch`, quiet);
       const noisyRate = Math.round(2 * sustained / BATCH);
       const noisyStarted = performance.now();
@@ -196,23 +204,37 @@ Deno.test("a noisy client at twice the stack's capacity is refused 429 while a q
         }),
       ]);
       const noisySeconds = (performance.now() - noisyStarted) / 1_000;
+      // Alone again: the machine is shared, and what else runs on it may change during the test.
+      // The quiet client's p99 alone is the larger of the runs before and after.
+      const aloneAfter = await oha(`${stack.url}/users/batch`, quiet);
+      const aloneP99 = Math.max(alone.p99Ms, aloneAfter.p99Ms);
       const noisyAccepted = (noisy.statuses["202"] ?? 0) * BATCH;
       console.log(
         `sustained ${Math.round(sustained)} users/s; rate per client ${rate}/s; quiet ` +
-          `${quiet.rate * QUIET_BATCH} users/s: p99 ${alone.p99Ms.toFixed(1)} ms alone, ` +
+          `${quiet.rate * QUIET_BATCH} users/s: p99 ${alone.p99Ms.toFixed(1)} ms and ` +
+          `${aloneAfter.p99Ms.toFixed(1)} ms alone, ` +
           `${beside.p99Ms.toFixed(1)} ms beside the noisy client offering ${noisyRate * BATCH} ` +
           `users/s (${JSON.stringify(noisy.statuses)}, ${noisyAccepted} users accepted)`,
       );
 
-      for (const [what, run] of [["alone", alone], ["beside the noisy client", beside]] as const) {
+      const runs: [string, Run][] = [
+        ["alone", alone],
+        ["beside the noisy client", beside],
+        ["alone after", aloneAfter],
+      ];
+      for (const [what, run] of runs) {
         assert.deepEqual(run.statuses, { "202": run.statuses["202"] }, `quiet ${what}`);
         assert.equal(run.errors, 0, `quiet ${what}`);
         // Every request due was sent and answered (oha sends rate × seconds).
         assert.ok(run.statuses["202"]! >= quiet.rate * quiet.seconds - 1, `quiet ${what}`);
       }
+      assert.deepEqual(Object.keys(warmUp.statuses), ["202"], "quiet warming up");
+      runs.push(["warming up", warmUp]);
+      const lumpMs = navigator.hardwareConcurrency * BATCH / sustained * 1_000;
       assert.ok(
-        beside.p99Ms <= P99_FACTOR * alone.p99Ms,
-        `the quiet client's p99 went from ${alone.p99Ms} ms to ${beside.p99Ms} ms`,
+        beside.p99Ms <= P99_FACTOR * aloneP99 + lumpMs,
+        `the quiet client's p99 went from ${aloneP99} ms to ${beside.p99Ms} ms ` +
+          `(one admitted batch: ${lumpMs.toFixed(1)} ms)`,
       );
       // The noisy client's answers besides 202: docs/api.md, "Rate limits": "429 rate_limited,
       // nothing queued"; its 202s are held to its rate just below.
@@ -248,8 +270,8 @@ Deno.test("a noisy client at twice the stack's capacity is refused 429 while a q
       retried += BATCH;
 
       // Every 202 is stored exactly once, and nothing else: the queue empties to that count.
-      expected += (alone.statuses["202"]! + beside.statuses["202"]!) * QUIET_BATCH + noisyAccepted +
-        retried;
+      const quietAccepted = runs.reduce((sum, [, run]) => sum + run.statuses["202"]!, 0);
+      expected += quietAccepted * QUIET_BATCH + noisyAccepted + retried;
       await waitFor(
         "the queue drained",
         async () => await redis.llen(keys!.queue) === 0 && await redis.scard(keys!.queuedIds) === 0,
