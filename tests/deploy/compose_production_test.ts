@@ -305,6 +305,14 @@ Deno.test({
       await compose(["exec", "-T", "redis", "redis-cli", "-h", "redis", "ping"]),
     );
     assert.equal(withPassword.stdout.trim(), "PONG");
+  },
+});
+
+Deno.test({
+  name: "PostgreSQL refuses compose.yaml's default password",
+  ...options,
+  async fn() {
+    await startOnce();
     const postgres = await compose([
       "exec",
       "-T",
@@ -352,8 +360,8 @@ Deno.test({
   name: "docs/production.md's stop command stops the stack",
   ...options,
   async fn() {
-    await startOnce();
     try {
+      await startOnce();
       ok("docs/production.md's stop", await sh(BLOCKS[3]!));
       const left = ok("compose ps", await compose(["ps", "-aq"])).stdout.trim();
       assert.equal(left, "", "containers left after down");

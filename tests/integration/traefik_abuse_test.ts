@@ -25,19 +25,15 @@ function readYaml(path: string): Yaml {
 
 const shared = readYaml("traefik/traefik.yml");
 const web = (shared.entryPoints as Yaml).web as {
-  transport: { respondingTimeouts: { readTimeout: string } };
+  transport: { respondingTimeouts: Yaml };
   http: { maxHeaderBytes: number };
 };
 
-/** `readTimeout` in ms (the file writes it as `<n>s`). */
-const READ_TIMEOUT_MS = (() => {
-  const text = web.transport.respondingTimeouts.readTimeout;
-  const seconds = /^(\d+)s$/.exec(text)?.[1];
-  if (seconds === undefined) {
-    throw new RangeError(`Cannot read readTimeout as seconds: current value is ${text}`);
-  }
-  return Number(seconds) * 1000;
-})();
+/** docs/production.md, "Abuse bounds": "A request must arrive whole within 10 s". */
+const READ_TIMEOUT_MS = 10_000;
+
+/** docs/production.md, "Abuse bounds": "A request head is at most 16 KiB". */
+const MAX_HEADER_BYTES = 16 * 1024;
 
 /** What Go's HTTP server takes beyond MaxHeaderBytes before it answers 431. */
 const GO_HEADER_SLACK = 4096;
@@ -152,6 +148,11 @@ function withoutProductionChanges(config: Yaml): Yaml {
   return copy;
 }
 
+Deno.test("traefik.yml's entry point web holds the bounds docs/production.md gives", () => {
+  assert.deepEqual(web.transport.respondingTimeouts, { readTimeout: "10s", idleTimeout: "180s" });
+  assert.equal(web.http.maxHeaderBytes, MAX_HEADER_BYTES);
+});
+
 Deno.test("traefik-production.yml is traefik.yml with web on 8443 in TLS and routes from dynamic-production/", () => {
   const production = readYaml("traefik/traefik-production.yml");
   const changed = production as Yaml & StaticConfig;
@@ -201,13 +202,19 @@ Deno.test({
           );
         }
         // A head cut short has nothing to answer: Go's server closes the connection. A body cut
-        // short fails the request Traefik was forwarding, which it answers 504.
+        // short fails the request Traefik was forwarding: it answers 504 when the forwarding
+        // fails first, 499 (its code for a client gone) when the cut request's end is seen first;
+        // which comes first is a race inside Traefik (docs/production.md, "Abuse bounds").
         assert.equal(head.text, "", "the answer to a trickled head");
-        assert.equal(statusOf(trickledBody.text), 504, `a trickled body: ${trickledBody.text}`);
+        const bodyStatus = statusOf(trickledBody.text);
+        assert.ok(
+          bodyStatus === 504 || bodyStatus === 499,
+          `a trickled body: ${JSON.stringify(trickledBody.text.slice(0, 200))}`,
+        );
         assert.equal(await redis.llen(queueKeys("users").queue), 0, "a trickled user was queued");
 
         // The head's bound: just under it is served, just over it is 431.
-        const limit = web.http.maxHeaderBytes + GO_HEADER_SLACK;
+        const limit = MAX_HEADER_BYTES + GO_HEADER_SLACK;
         const under = await accepted(
           "under the head bound",
           `X-Pad: ${"a".repeat(limit - 1024)}\r\n`,
