@@ -236,45 +236,48 @@ export function createApp(options: AppOptions): Hono {
   });
   const inTime = <T>(work: Promise<T>) => deadline === undefined ? work : deadline.race(work);
 
+  /** A request admitted without a rate limit: its push races the shared deadline. */
+  const free: Admission = { bound: inTime, late: () => undefined, [Symbol.dispose]: () => {} };
+
   /**
    * Takes `cost` users from the rate of the request's client (its key's name, else its address)
    * and sets the RateLimit headers; a 429 `rate_limited` over it, nothing taken and nothing pushed
-   * (docs/delivery.md, "What each answer means for the client").
+   * (docs/delivery.md, "What each answer means for the client"). Rejects with the limit's own
+   * failure when Redis does not answer it in time. The admission's bound then covers the push too,
+   * so the answer still comes within `acceptTimeoutMs` of the limit's call.
    */
-  const admit = async (c: Context, cost: number, limit: RateLimit) => {
+  const admit = async (c: Context, cost: number): Promise<Admission> => {
+    // An empty batch takes nothing (its 422 comes next).
+    if (rateLimit === undefined || cost === 0) return free;
     const client = c.get("client");
-    const decision = await limit.take(clientKeys.length > 0 ? client : sourceAddress(c), cost);
-    c.header("RateLimit-Policy", limit.policy);
-    c.header("RateLimit", rateLimitHeader(decision));
-    if (decision.allowed) return;
-    metrics?.countClient(client, "rate_limited", cost);
-    c.header("Retry-After", String(decision.retryAfterSeconds));
-    throw new ApiError("rate_limited", {
-      message: `over this client's rate: ${cost} users fit in ${decision.retryAfterSeconds} s`,
-    });
-  };
-
-  /**
-   * Runs `push` (with the bound its Redis calls must race) once the request's client is admitted
-   * for `cost` users. With a rate limit, one bound covers both calls, so the answer still comes
-   * within `acceptTimeoutMs`; and the push starts only while half of it is left: the queue voids a
-   * push Redis runs later than half the bound after it was sent (`main.ts`), so none can queue a
-   * user after its 503.
-   */
-  const admitted = async <T>(
-    c: Context,
-    cost: number,
-    push: (bound: <U>(work: Promise<U>) => Promise<U>) => Promise<T>,
-  ): Promise<T> => {
-    if (rateLimit === undefined) return await push(inTime);
-    using timeout = timeoutSignal(acceptTimeoutMs);
-    const bound = <U>(work: Promise<U>) => abortable(work, timeout.signal);
+    const timeout = timeoutSignal(acceptTimeoutMs);
     const started = performance.now();
-    await bound(admit(c, cost, rateLimit));
-    if (performance.now() - started > acceptTimeoutMs / 2) {
-      throw new DeadlineError("Cannot push the users in time as the rate limit answered late", 0);
+    try {
+      const subject = clientKeys.length > 0 ? client : sourceAddress(c);
+      const decision = await abortable(rateLimit.take(subject, cost), timeout.signal);
+      c.header("RateLimit-Policy", rateLimit.policy);
+      c.header("RateLimit", rateLimitHeader(decision));
+      if (!decision.allowed) {
+        metrics?.countClient(client, "rate_limited", cost);
+        c.header("Retry-After", String(decision.retryAfterSeconds));
+        throw new ApiError("rate_limited", {
+          message: `over this client's rate: ${cost} users fit in ${decision.retryAfterSeconds} s`,
+        });
+      }
+    } catch (error) {
+      timeout[Symbol.dispose]();
+      throw error;
     }
-    return await push(bound);
+    return {
+      bound: (work) => abortable(work, timeout.signal),
+      // The queue voids a push Redis runs later than half the bound after it was sent (`main.ts`):
+      // one sent with less than half of it left could queue a user after its 503.
+      late: () =>
+        performance.now() - started > acceptTimeoutMs / 2
+          ? new DeadlineError("Cannot push the users in time as the rate limit answered late", 0)
+          : undefined,
+      [Symbol.dispose]: () => timeout[Symbol.dispose](),
+    };
   };
 
   /**
@@ -285,15 +288,35 @@ export function createApp(options: AppOptions): Hono {
     const id = key === undefined ? newId() : acceptOnce!.newId(key);
     const user = { id, name, enqueued_at: Date.now() };
     try {
+      using admission = await admit(c, 1);
+      const late = admission.late();
+      if (late !== undefined) throw late;
       if (key === undefined) {
-        await admitted(c, 1, (bound) => bound(accept(user)));
+        await admission.bound(accept(user));
         return { id, replayed: false };
       }
-      const queuedAs = await admitted(c, 1, (bound) => bound(acceptOnce!.accept(user, key)));
+      const queuedAs = await admission.bound(acceptOnce!.accept(user, key));
       return { id: queuedAs, replayed: queuedAs !== id };
     } catch (error) {
       throw refusalOf(error, id);
     }
+  };
+
+  /**
+   * The 503 to a batch whose rate could not be read: nothing was validated or pushed, and each of
+   * its `count` users gets an id that `GET /users/{id}` settles (404: never queued).
+   */
+  const unadmitted = (error: unknown, count: number, key: string | undefined, client: string) => {
+    if (error instanceof ApiError) return error;
+    const { code } = refusalOf(error, undefined);
+    metrics?.countBatch(client, 0, Array(count).fill(code));
+    return refusedBatch(
+      Array.from({ length: count }, () => ({
+        id: key === undefined ? newId() : acceptOnce!.newId(key),
+        status: 503 as const,
+        code,
+      })),
+    );
   };
 
   if (metrics !== undefined) {
@@ -328,6 +351,10 @@ export function createApp(options: AppOptions): Hono {
       const key = parseIdempotencyKey(c.req.header(IDEMPOTENCY_KEY), acceptOnce !== undefined);
       const values = parseBatch(body, { ndjson: type === NDJSON, maxItems });
       const client = c.get("client");
+      // Counted before they are validated: a batch over the rate costs no more than its parse.
+      using admission = await admit(c, values.length).catch((error) => {
+        throw unadmitted(error, values.length, key, client);
+      });
       const names = batchNames(values);
       const enqueuedAt = Date.now();
       const users = names.map((name) => ({
@@ -335,28 +362,27 @@ export function createApp(options: AppOptions): Hono {
         name,
         enqueued_at: enqueuedAt,
       }));
+      const late = admission.late();
       if (key !== undefined) {
-        const ids = await admitted(c, users.length, (bound) => bound(batch.acceptOnce(users, key)))
-          .catch((error) => {
-            const refusal = refusalOf(error, undefined);
-            if (refusal.status !== 503) throw refusal;
-            // Every id the key is queued under (or was to be): a retry with the key settles them.
-            const ids = (error as WriteUnconfirmedError).queuedAsAll ??
-              users.map((user) => user.id);
-            metrics?.countBatch(client, 0, ids.map(() => refusal.code));
-            throw refusedBatch(ids.map((id) => ({ id, status: 503, code: refusal.code })));
-          });
+        const push = late === undefined
+          ? admission.bound(batch.acceptOnce(users, key))
+          : Promise.reject(late);
+        const ids = await push.catch((error) => {
+          const refusal = refusalOf(error, undefined);
+          if (refusal.status !== 503) throw refusal;
+          // Every id the key is queued under (or was to be): a retry with the key settles them.
+          const ids = (error as WriteUnconfirmedError).queuedAsAll ?? users.map((user) => user.id);
+          metrics?.countBatch(client, 0, ids.map(() => refusal.code));
+          throw refusedBatch(ids.map((id) => ({ id, status: 503, code: refusal.code })));
+        });
         const replayed = ids[0] !== users[0]!.id;
         if (replayed) c.header(IDEMPOTENT_REPLAYED, "true");
         else metrics?.countBatch(client, users.length, []);
         return c.json({ items: ids.map((id) => ({ id })) }, 202);
       }
-      // A rate limit that fails refuses every user as a failed push would (none was pushed).
-      const outcomes = await admitted(c, users.length, (bound) => batch.accept(users, bound))
-        .catch((error) => {
-          if (error instanceof ApiError) throw error;
-          return users.map(() => error);
-        });
+      const outcomes = late === undefined
+        ? await batch.accept(users, admission.bound)
+        : users.map(() => late);
       const items = users.map(({ id }, i) =>
         outcomes[i] === undefined
           ? { id, status: 202 as const }
@@ -453,6 +479,14 @@ export function createApp(options: AppOptions): Hono {
   });
 
   return app;
+}
+
+/** How a request admitted by the rate limit pushes (`createApp`'s `admit`); disposed after. */
+interface Admission extends Disposable {
+  /** Races `work` (a push) with the request's bound. */
+  bound<U>(work: Promise<U>): Promise<U>;
+  /** Why a push must not start any more (too little of the bound is left), if so. */
+  late(): Error | undefined;
 }
 
 /** Without client keys every request is {@linkcode ANONYMOUS}'s. */
