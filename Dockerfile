@@ -44,7 +44,8 @@ EXPOSE 8000
 FROM workspace AS server
 COPY server/ server/
 RUN deno install --frozen --entrypoint server/main.ts
-CMD ["deno", "run", "--cached-only", "--allow-net", "--allow-env", \
+# --allow-read for the one file it reads, CLIENT_KEYS_FILE, wherever it is mounted (a secret's path).
+CMD ["deno", "run", "--cached-only", "--allow-net", "--allow-env", "--allow-read", \
      "--allow-sys=hostname,osRelease,networkInterfaces", "server/main.ts"]
 
 FROM workspace AS server-consumer

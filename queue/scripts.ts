@@ -25,6 +25,7 @@ import fetchLua from "./lua/fetch.lua" with { type: "text" };
 import handBackLua from "./lua/hand_back.lua" with { type: "text" };
 import heartbeatLua from "./lua/heartbeat.lua" with { type: "text" };
 import overviewLua from "./lua/overview.lua" with { type: "text" };
+import rateLimitLua from "./lua/rate_limit.lua" with { type: "text" };
 import recoverLua from "./lua/recover.lua" with { type: "text" };
 import registerLua from "./lua/register.lua" with { type: "text" };
 import pastDeadlineLua from "./lua/includes/past_deadline.lua" with { type: "text" };
@@ -43,6 +44,7 @@ const FILES: Readonly<Record<string, string>> = {
   "hand_back.lua": handBackLua,
   "heartbeat.lua": heartbeatLua,
   "overview.lua": overviewLua,
+  "rate_limit.lua": rateLimitLua,
   "recover.lua": recoverLua,
   "register.lua": registerLua,
   "includes/past_deadline.lua": pastDeadlineLua,
@@ -208,6 +210,19 @@ export const QUEUE_SCRIPTS = [
   DEAD_LETTERS_TAKE,
   OVERVIEW,
 ] as const;
+
+/**
+ * `lua/rate_limit.lua`: the API's rate per client (`server/rate_limit.ts`). No step of the
+ * queue, so not among {@linkcode QUEUE_SCRIPTS}; its one key is the client's own, in a slot of
+ * its own in a cluster.
+ */
+export const RATE_LIMIT = defineScript({
+  name: "apiRateLimit",
+  lua: resolveIncludes("rate_limit.lua", FILES),
+  keys: ["bucket"],
+  args: ["intervalUs", "burst", "cost"],
+  reply: reply<[allowed: 0 | 1, remaining: number, resetUs: number, retryUs: number]>(),
+});
 
 /**
  * The commands of the scripts called with their number of keys first (two

@@ -19,17 +19,16 @@
  * dead.
  *
  * Every request must carry `Authorization: Bearer <ADMIN_TOKEN>`, else 401
- * `unauthorized` with `WWW-Authenticate`. The token is compared in constant
- * time, as SHA-256 digests (equal lengths, whatever was sent), so the time an
- * answer takes says nothing about how much of a guess was right. While Redis
+ * `unauthorized` with `WWW-Authenticate` ({@linkcode adminOnly}, which also
+ * guards `GET /users`). The token is compared in constant time by the check
+ * client keys use (`client_keys.ts`). While Redis
  * fails or does not answer, they answer 503 `queue_unavailable`, as
  * `POST /users` does.
  *
  * @module
  */
 
-import { createHash, timingSafeEqual } from "node:crypto";
-import { Hono } from "@hono/hono";
+import { Hono, type MiddlewareHandler } from "@hono/hono";
 import { z } from "zod";
 import {
   DEAD_LETTER_KINDS,
@@ -40,6 +39,7 @@ import {
   type Overview,
 } from "@users-pipeline/queue";
 import { ApiError } from "./api_error.ts";
+import { bearerCheck } from "./client_keys.ts";
 
 /** The dead-letter operations the routes use; `DeadLetters` provides them. */
 export interface DeadLetterAdmin {
@@ -81,19 +81,14 @@ const filterBody = z.strictObject({
     .optional(),
 });
 
-function digest(text: string): Buffer {
-  return createHash("sha256").update(text).digest();
-}
-
-/** The admin routes, to mount with `app.route("/admin", adminRoutes(…))`. */
-export function adminRoutes(options: AdminOptions): Hono {
-  const { deadLetters, overview } = options;
-  const expected = digest(options.token);
-  const app = new Hono();
-
-  app.use("*", async (c, next) => {
-    const match = /^Bearer +(\S+) *$/i.exec(c.req.header("Authorization") ?? "");
-    if (match === null || !timingSafeEqual(digest(match[1]!), expected)) {
+/**
+ * Lets through only a request with `Authorization: Bearer <token>`, else 401 `unauthorized`; its
+ * answer is never cached.
+ */
+export function adminOnly(token: string): MiddlewareHandler {
+  const check = bearerCheck([{ name: "admin", key: token }]);
+  return async (c, next) => {
+    if ("refused" in check(c.req.header("Authorization"))) {
       c.header("WWW-Authenticate", 'Bearer realm="admin"');
       throw new ApiError("unauthorized", {
         message: "admin routes need Authorization: Bearer <token>",
@@ -101,7 +96,15 @@ export function adminRoutes(options: AdminOptions): Hono {
     }
     await next();
     c.header("Cache-Control", "no-store");
-  });
+  };
+}
+
+/** The admin routes, to mount with `app.route("/admin", adminRoutes(…))`. */
+export function adminRoutes(options: AdminOptions): Hono {
+  const { deadLetters, overview } = options;
+  const app = new Hono();
+
+  app.use("*", adminOnly(options.token));
 
   app.get("/overview", async (c) => c.json(await overview().catch(queueFailure)));
 

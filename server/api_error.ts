@@ -57,9 +57,25 @@ export const ERROR_CODES = {
     status: 400,
     description: "A dead-letter filter names an unknown reason or a bad list of ids.",
   },
+  key_in_query: {
+    status: 400,
+    description: "A client key was sent in the query string (`key`, `api_key`, `access_token` " +
+      "or `token`), where access logs keep it: it is never accepted there, send it in " +
+      "`Authorization: Bearer`.",
+  },
   unauthorized: {
     status: 401,
     description: "An admin route without the right `Authorization: Bearer` token.",
+  },
+  key_missing: {
+    status: 401,
+    description: "Client keys are configured and the request carries no " +
+      "`Authorization: Bearer <key>`; with `WWW-Authenticate`.",
+  },
+  key_invalid: {
+    status: 401,
+    description: "The bearer token is no client's key; with " +
+      '`WWW-Authenticate: Bearer realm="users", error="invalid_token"`.',
   },
   not_found: { status: 404, description: "No route for this method and path." },
   user_not_found: {
@@ -93,6 +109,16 @@ export const ERROR_CODES = {
     status: 422,
     description: "Users of a batch are invalid: `items` lists each by its `index` (from 0) " +
       "with its own code (invalid_body or invalid_name) and message; nothing was queued.",
+  },
+  rate_limited: {
+    status: 429,
+    description: "The client sent more users than RATE_LIMIT_USERS_PER_SECOND allows it " +
+      "(a batch costs one per user); nothing was queued. Retry-After says when this request " +
+      "would fit; RateLimit-Policy and RateLimit say the policy and what is left of it.",
+  },
+  authorization_too_large: {
+    status: 431,
+    description: "The Authorization header is longer than 1024 bytes; no key is that long.",
   },
   internal_error: { status: 500, description: "A bug; the replica logged it." },
   queue_full: {

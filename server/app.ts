@@ -4,7 +4,7 @@
  * with the id it minted; `POST /users/batch` does the same for many users (`batch_body.ts` reads
  * them), answering 202, or 207/503 with each user's outcome; `GET /users/:id` tells whether the user is stored,
  * queued or dead-lettered (`user_status.ts`); `GET /users?limit=N` lists the
- * newest stored users; `/admin/…` and the `/dashboard` that shows them exist
+ * newest stored users, to the admin token only; `/admin/…` and the `/dashboard` that shows them exist
  * only with an admin token (`admin_routes.ts`, `dashboard.ts`);
  * `GET /healthz` and `GET /readyz` answer the orchestrator (`runtime/readiness.ts`);
  * `GET /metrics` answers Prometheus (`metrics.ts`); `GET /openapi.json` describes
@@ -15,10 +15,14 @@
  * on; every 503 carries Retry-After. Nothing is accepted unless `accept`
  * resolved, so a 202 always means the user is durably queued.
  *
+ * With client keys (`clientKeys`, `client_keys.ts`) the routes that take or read users need one:
+ * a request without is refused (401, 400 for a key in the query, 431 for an oversized header)
+ * before its body is read, so it queues nothing (docs/delivery.md).
+ *
  * @module
  */
 
-import { type Context, Hono } from "@hono/hono";
+import { type Context, Hono, type MiddlewareHandler } from "@hono/hono";
 import { HTTPException } from "@hono/hono/http-exception";
 import { v7 as uuidv7 } from "uuid";
 import { z } from "zod";
@@ -30,18 +34,38 @@ import {
   type UserEnvelope,
   WriteUnconfirmedError,
 } from "@users-pipeline/queue";
-import { SharedDeadline } from "@users-pipeline/runtime/deadline";
+import {
+  abortable,
+  DeadlineError,
+  SharedDeadline,
+  timeoutSignal,
+} from "@users-pipeline/runtime/deadline";
 import { aliveResponse, Readiness } from "@users-pipeline/runtime/readiness";
 import { isUnreachable } from "@users-pipeline/runtime/postgres_options";
 import type { StoredUser } from "@users-pipeline/schema";
 import { ApiError, errorBody, type ErrorCode, type ItemError } from "./api_error.ts";
 import { NDJSON, parseBatch } from "./batch_body.ts";
 import { IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, parseIdempotencyKey } from "./idempotency_key.ts";
-import { type AdminOptions, adminRoutes, intParam } from "./admin_routes.ts";
+import { adminOnly, type AdminOptions, adminRoutes, intParam } from "./admin_routes.ts";
+import { ANONYMOUS, bearerCheck, type ClientKey } from "./client_keys.ts";
+import { type RateLimit, rateLimitHeader } from "./rate_limit.ts";
 import { dashboardRoutes } from "./dashboard.ts";
 import { type OpenApiDocument, openApiDocument } from "./openapi.ts";
 import { IndexUnavailableError, type UserStatus } from "./user_status.ts";
 import type { ApiMetrics } from "./metrics.ts";
+
+/**
+ * The query parameters a client might put its key in. A key there ends up in every access log on
+ * the way, so such a request is refused (400 `key_in_query`) and the key never accepted.
+ */
+const KEY_PARAMS = ["key", "api_key", "access_token", "token"];
+
+/** A request refused for its credentials, for the log: never the key itself. */
+export interface CredentialRefusal {
+  readonly code: "key_missing" | "key_invalid" | "key_in_query" | "authorization_too_large";
+  /** Where it came from: the address Traefik forwards (X-Real-Ip), else the socket's peer. */
+  readonly address: string;
+}
 
 /** What the app needs from the outside world; `main.ts` wires the real clients. */
 export interface AppOptions {
@@ -67,8 +91,22 @@ export interface AppOptions {
   userStatus(id: string): Promise<UserStatus | undefined>;
   /** The `limit` newest stored users, newest first; an unreachable PostgreSQL is a 503. */
   listUsers(limit: number): Promise<StoredUser[]>;
-  /** The `/admin` routes; absent (404) without. @default none */
+  /** The `/admin` routes and `GET /users`; absent (404) without. @default none */
   admin?: AdminOptions;
+  /**
+   * The clients' keys (CLIENT_KEYS_FILE). With any, `POST /users`, `POST /users/batch` and
+   * `GET /users/:id` need `Authorization: Bearer <key>`, and a request's client is its key's name.
+   * @default none: anyone may call them, as the client {@linkcode ANONYMOUS}
+   */
+  clientKeys?: readonly ClientKey[];
+  /**
+   * The rate per client of `POST /users` and `POST /users/batch`, in users (`rate_limit.ts`):
+   * over it, 429 `rate_limited`; a failure of it (Redis) is the push's 503 `queue_unavailable`.
+   * @default none: no limit
+   */
+  rateLimit?: RateLimit;
+  /** Called with each request refused for its credentials (for the log). @default nothing */
+  onCredentialRefused?(refusal: CredentialRefusal): void;
   /**
    * Longest wait for `accept` before answering 503 "queue is unavailable".
    * A bound of the app's own, whatever the client library does with its
@@ -184,8 +222,12 @@ export function createApp(options: AppOptions): Hono {
     newId = uuidv7,
     metrics,
     batch,
+    clientKeys = [],
+    onCredentialRefused = () => {},
+    rateLimit,
   } = options;
   const app = new Hono();
+  const identify = clientKeys.length === 0 ? anonymous : keyed(clientKeys, onCredentialRefused);
   const limits = { body: bodyLimitBytes, discard: discardLimitBytes };
   // Every push waits at most the same bound: one timer for all of them.
   const deadline = acceptTimeoutMs === Infinity ? undefined : new SharedDeadline({
@@ -194,23 +236,87 @@ export function createApp(options: AppOptions): Hono {
   });
   const inTime = <T>(work: Promise<T>) => deadline === undefined ? work : deadline.race(work);
 
+  /** A request admitted without a rate limit: its push races the shared deadline. */
+  const free: Admission = { bound: inTime, late: () => undefined, [Symbol.dispose]: () => {} };
+
+  /**
+   * Takes `cost` users from the rate of the request's client (its key's name, else its address)
+   * and sets the RateLimit headers; a 429 `rate_limited` over it, nothing taken and nothing pushed
+   * (docs/delivery.md, "What each answer means for the client"). Rejects with the limit's own
+   * failure when Redis does not answer it in time. The admission's bound then covers the push too,
+   * so the answer still comes within `acceptTimeoutMs` of the limit's call.
+   */
+  const admit = async (c: Context, cost: number): Promise<Admission> => {
+    // An empty batch takes nothing (its 422 comes next).
+    if (rateLimit === undefined || cost === 0) return free;
+    const client = c.get("client");
+    const timeout = timeoutSignal(acceptTimeoutMs);
+    const started = performance.now();
+    try {
+      const subject = clientKeys.length > 0 ? client : sourceAddress(c);
+      const decision = await abortable(rateLimit.take(subject, cost), timeout.signal);
+      c.header("RateLimit-Policy", rateLimit.policy);
+      c.header("RateLimit", rateLimitHeader(decision));
+      if (!decision.allowed) {
+        metrics?.countClient(client, "rate_limited", cost);
+        c.header("Retry-After", String(decision.retryAfterSeconds));
+        throw new ApiError("rate_limited", {
+          message: `over this client's rate: ${cost} users fit in ${decision.retryAfterSeconds} s`,
+        });
+      }
+    } catch (error) {
+      timeout[Symbol.dispose]();
+      throw error;
+    }
+    return {
+      bound: (work) => abortable(work, timeout.signal),
+      // The queue voids a push Redis runs later than half the bound after it was sent (`main.ts`):
+      // one sent with less than half of it left could queue a user after its 503.
+      late: () =>
+        performance.now() - started > acceptTimeoutMs / 2
+          ? new DeadlineError("Cannot push the users in time as the rate limit answered late", 0)
+          : undefined,
+      [Symbol.dispose]: () => timeout[Symbol.dispose](),
+    };
+  };
+
   /**
    * Queues the user `name` within the deadline, once per `key` when there is one: the id it is
    * queued under, and whether an earlier request with the key queued it.
    */
-  const acceptUser = async (name: string, key: string | undefined) => {
+  const acceptUser = async (c: Context, name: string, key: string | undefined) => {
     const id = key === undefined ? newId() : acceptOnce!.newId(key);
     const user = { id, name, enqueued_at: Date.now() };
     try {
+      using admission = await admit(c, 1);
+      const late = admission.late();
+      if (late !== undefined) throw late;
       if (key === undefined) {
-        await inTime(accept(user));
+        await admission.bound(accept(user));
         return { id, replayed: false };
       }
-      const queuedAs = await inTime(acceptOnce!.accept(user, key));
+      const queuedAs = await admission.bound(acceptOnce!.accept(user, key));
       return { id: queuedAs, replayed: queuedAs !== id };
     } catch (error) {
       throw refusalOf(error, id);
     }
+  };
+
+  /**
+   * The 503 to a batch whose rate could not be read: nothing was validated or pushed, and each of
+   * its `count` users gets an id that `GET /users/{id}` settles (404: never queued).
+   */
+  const unadmitted = (error: unknown, count: number, key: string | undefined, client: string) => {
+    if (error instanceof ApiError) return error;
+    const { code } = refusalOf(error, undefined);
+    metrics?.countBatch(client, 0, Array(count).fill(code));
+    return refusedBatch(
+      Array.from({ length: count }, () => ({
+        id: key === undefined ? newId() : acceptOnce!.newId(key),
+        status: 503 as const,
+        code,
+      })),
+    );
   };
 
   if (metrics !== undefined) {
@@ -222,11 +328,11 @@ export function createApp(options: AppOptions): Hono {
   app.get("/healthz", () => aliveResponse());
   app.get("/readyz", () => readiness.response());
 
-  app.post("/users", async (c) => {
+  app.post("/users", identify, async (c) => {
     checkContentType(c.req.header("Content-Type"));
     const body = await readBody(c, limits);
     const key = parseIdempotencyKey(c.req.header(IDEMPOTENCY_KEY), acceptOnce !== undefined);
-    const { id, replayed } = await acceptUser(parseUser(decodeBody(body)), key);
+    const { id, replayed } = await acceptUser(c, parseUser(decodeBody(body)), key);
     // A repeat of a key's request says so (as Stripe's API does), so that nobody counts it twice.
     if (replayed) c.header(IDEMPOTENT_REPLAYED, "true");
     c.header("Location", `/users/${id}`);
@@ -239,11 +345,16 @@ export function createApp(options: AppOptions): Hono {
       discard: discardLimitBytes,
     };
     const maxItems = batch.maxItems ?? DEFAULT_BATCH_ITEMS;
-    app.post("/users/batch", async (c) => {
+    app.post("/users/batch", identify, async (c) => {
       const type = checkContentType(c.req.header("Content-Type"), BATCH_TYPES);
       const body = decodeBody(await readBody(c, batchLimits));
       const key = parseIdempotencyKey(c.req.header(IDEMPOTENCY_KEY), acceptOnce !== undefined);
       const values = parseBatch(body, { ndjson: type === NDJSON, maxItems });
+      const client = c.get("client");
+      // Counted before they are validated: a batch over the rate costs no more than its parse.
+      using admission = await admit(c, values.length).catch((error) => {
+        throw unadmitted(error, values.length, key, client);
+      });
       const names = batchNames(values);
       const enqueuedAt = Date.now();
       const users = names.map((name) => ({
@@ -251,28 +362,34 @@ export function createApp(options: AppOptions): Hono {
         name,
         enqueued_at: enqueuedAt,
       }));
+      const late = admission.late();
       if (key !== undefined) {
-        const ids = await inTime(batch.acceptOnce(users, key)).catch((error) => {
+        const push = late === undefined
+          ? admission.bound(batch.acceptOnce(users, key))
+          : Promise.reject(late);
+        const ids = await push.catch((error) => {
           const refusal = refusalOf(error, undefined);
           if (refusal.status !== 503) throw refusal;
           // Every id the key is queued under (or was to be): a retry with the key settles them.
           const ids = (error as WriteUnconfirmedError).queuedAsAll ?? users.map((user) => user.id);
-          metrics?.countBatch(0, ids.map(() => refusal.code));
+          metrics?.countBatch(client, 0, ids.map(() => refusal.code));
           throw refusedBatch(ids.map((id) => ({ id, status: 503, code: refusal.code })));
         });
         const replayed = ids[0] !== users[0]!.id;
         if (replayed) c.header(IDEMPOTENT_REPLAYED, "true");
-        else metrics?.countBatch(users.length, []);
+        else metrics?.countBatch(client, users.length, []);
         return c.json({ items: ids.map((id) => ({ id })) }, 202);
       }
-      const outcomes = await batch.accept(users, inTime);
+      const outcomes = late === undefined
+        ? await batch.accept(users, admission.bound)
+        : users.map(() => late);
       const items = users.map(({ id }, i) =>
         outcomes[i] === undefined
           ? { id, status: 202 as const }
           : { id, status: 503 as const, code: refusalOf(outcomes[i], id).code }
       );
       const refused = items.flatMap((item) => item.status === 503 ? [item.code] : []);
-      metrics?.countBatch(users.length - refused.length, refused);
+      metrics?.countBatch(client, users.length - refused.length, refused);
       if (refused.length === 0) return c.json({ items: users.map(({ id }) => ({ id })) }, 202);
       if (refused.length === users.length) throw refusedBatch(items as ItemError[]);
       c.header("Retry-After", String(retryAfterSeconds));
@@ -280,7 +397,7 @@ export function createApp(options: AppOptions): Hono {
     });
   }
 
-  app.get("/users/:id", async (c) => {
+  app.get("/users/:id", identify, async (c) => {
     const id = c.req.param("id").toLowerCase();
     if (!isUuid(id)) throw new ApiError("invalid_id", { message: "id must be a UUID" });
     const status = await userStatus(id).catch(readFailure);
@@ -290,15 +407,18 @@ export function createApp(options: AppOptions): Hono {
     return c.json(status);
   });
 
-  app.get("/users", async (c) => {
-    const limit = intParam(c.req.query("limit"), {
-      name: "limit",
-      min: 1,
-      max: MAX_LIST_LIMIT,
-      fallback: DEFAULT_LIST_LIMIT,
+  // The stored names are the operator's to read: the listing exists with the admin token only.
+  if (admin !== undefined) {
+    app.get("/users", adminOnly(admin.token), async (c) => {
+      const limit = intParam(c.req.query("limit"), {
+        name: "limit",
+        min: 1,
+        max: MAX_LIST_LIMIT,
+        fallback: DEFAULT_LIST_LIMIT,
+      });
+      return c.json({ users: await listUsers(limit).catch(readFailure) });
     });
-    return c.json({ users: await listUsers(limit).catch(readFailure) });
-  });
+  }
 
   // Built at the first request rather than here: most apps (every test's) never serve it.
   let document: OpenApiDocument | undefined;
@@ -310,6 +430,9 @@ export function createApp(options: AppOptions): Hono {
         bodyLimitBytes,
         maxListLimit: MAX_LIST_LIMIT,
         defaultListLimit: DEFAULT_LIST_LIMIT,
+        listing: admin !== undefined,
+        clientKeys: clientKeys.length > 0,
+        rateLimit: rateLimit?.policy,
         metrics: metrics !== undefined,
         batch: batch === undefined ? undefined : {
           maxItems: batch.maxItems ?? DEFAULT_BATCH_ITEMS,
@@ -358,11 +481,77 @@ export function createApp(options: AppOptions): Hono {
   return app;
 }
 
+/** How a request admitted by the rate limit pushes (`createApp`'s `admit`); disposed after. */
+interface Admission extends Disposable {
+  /** Races `work` (a push) with the request's bound. */
+  bound<U>(work: Promise<U>): Promise<U>;
+  /** Why a push must not start any more (too little of the bound is left), if so. */
+  late(): Error | undefined;
+}
+
+/** Without client keys every request is {@linkcode ANONYMOUS}'s. */
+const anonymous: MiddlewareHandler = (c, next) => {
+  c.set("client", ANONYMOUS);
+  return next();
+};
+
+/**
+ * Lets through a request whose bearer token is one of `keys`, as that key's client; refuses
+ * any other before its body is read, and tells `onRefused`.
+ */
+function keyed(
+  keys: readonly ClientKey[],
+  onRefused: (refusal: CredentialRefusal) => void,
+): MiddlewareHandler {
+  const check = bearerCheck(keys);
+  return async (c, next) => {
+    const refuse = (code: CredentialRefusal["code"], message: string) => {
+      onRefused({ code, address: sourceAddress(c) });
+      return new ApiError(code, { message });
+    };
+    if (KEY_PARAMS.some((name) => c.req.query(name) !== undefined)) {
+      throw refuse("key_in_query", "send the key in Authorization: Bearer, never in the query");
+    }
+    const bearer = check(c.req.header("Authorization"));
+    if ("refused" in bearer) {
+      if (bearer.refused === "authorization_too_large") {
+        throw refuse(bearer.refused, "the Authorization header is too long to hold a key");
+      }
+      // RFC 6750: no error code when no credentials came, `invalid_token` for a wrong one.
+      const error = bearer.refused === "key_invalid" ? ', error="invalid_token"' : "";
+      c.header("WWW-Authenticate", `Bearer realm="users"${error}`);
+      throw refuse(
+        bearer.refused,
+        bearer.refused === "key_invalid"
+          ? "the bearer token is no client's key"
+          : "this route needs Authorization: Bearer <key>",
+      );
+    }
+    c.set("client", bearer.client);
+    await next();
+  };
+}
+
+/** A plausible IP address as text: what Traefik writes in X-Real-Ip. */
+const ADDRESS = /^[0-9A-Fa-f:.]{2,45}$/;
+
+/**
+ * Who sent a request: the address Traefik forwards in X-Real-Ip (Traefik sets it to the peer of
+ * its own connection and trusts no client's), else the socket's peer (a direct caller).
+ */
+export function sourceAddress(c: Context): string {
+  const forwarded = c.req.header("X-Real-Ip");
+  if (forwarded !== undefined && ADDRESS.test(forwarded)) return forwarded;
+  const info = c.env as Deno.ServeHandlerInfo<Deno.NetAddr> | undefined;
+  return info?.remoteAddr?.hostname ?? "unknown";
+}
+
 /**
  * A refusal of a push as its answer; `id` is the id the user was to be queued under (none for a
  * batch, whose answer lists its items' ids).
  */
 function refusalOf(error: unknown, id: string | undefined): ApiError {
+  if (error instanceof ApiError) return error;
   if (error instanceof QueueFullError) {
     return new ApiError("queue_full", { message: "queue is full, retry later", cause: error });
   }

@@ -22,6 +22,17 @@ const NO_USERS = {
   listUsers: () => Promise.resolve([]),
 };
 
+const ADMIN_TOKEN = "s3cret-token-of-some-length";
+const unread = () => Promise.reject(new Error("not read by these tests"));
+/** Admin options whose routes these tests do not call: with them, `GET /users` exists. */
+const ADMIN = {
+  token: ADMIN_TOKEN,
+  deadLetters: { list: unread, requeue: unread, purge: unread },
+  overview: unread,
+};
+/** A request with the admin token. */
+const AS_ADMIN = { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } };
+
 /** The `POST /users` an app's `GET /metrics` counts as refused, by reason (those above 0). */
 async function refusals(app: Hono): Promise<Record<string, number>> {
   const text = await (await app.request("/metrics")).text();
@@ -438,14 +449,16 @@ Deno.test("createApp() lists the newest users with limit 20 by default, 400 for 
     accept: () => Promise.resolve(),
     userStatus: () => Promise.resolve(undefined),
     listUsers: (limit) => Promise.resolve(void limits.push(limit)).then(() => [ADA]),
+    admin: ADMIN,
   });
-  const res = await app.request("/users");
+  const res = await app.request("/users", AS_ADMIN);
   assert.equal(res.status, 200);
+  assert.equal(res.headers.get("Cache-Control"), "no-store");
   assert.deepEqual((await res.json()).users.map((u: { id: string }) => u.id), [ID]);
-  assert.equal((await app.request("/users?limit=1000")).status, 200);
+  assert.equal((await app.request("/users?limit=1000", AS_ADMIN)).status, 200);
   assert.deepEqual(limits, [20, 1000]);
   for (const bad of ["0", "1001", "-1", "ten", "1.5", ""]) {
-    const refused = await app.request(`/users?limit=${bad}`);
+    const refused = await app.request(`/users?limit=${bad}`, AS_ADMIN);
     assert.equal(refused.status, 400, `limit=${bad}`);
     assertError(
       await refused.json(),
@@ -454,6 +467,25 @@ Deno.test("createApp() lists the newest users with limit 20 by default, 400 for 
     );
   }
   assert.deepEqual(limits, [20, 1000]);
+});
+
+Deno.test("createApp() lists stored users only to the admin token: 401 without it, 404 with no token set", async () => {
+  const app = createApp({
+    accept: () => Promise.resolve(),
+    userStatus: () => Promise.resolve(undefined),
+    listUsers: () => Promise.resolve([ADA]),
+    admin: ADMIN,
+  });
+  for (const headers of [{}, { Authorization: "Bearer not-the-admin-token" }] as HeadersInit[]) {
+    const res = await app.request("/users", { headers });
+    assert.equal(res.status, 401);
+    assert.equal(res.headers.get("WWW-Authenticate"), 'Bearer realm="admin"');
+    assertError(await res.json(), /Authorization: Bearer/, "unauthorized");
+  }
+  const { app: noToken } = fakeApp();
+  const res = await noToken.request("/users", AS_ADMIN);
+  assert.equal(res.status, 404);
+  assertError(await res.json(), /no route for GET \/users/, "not_found");
 });
 
 Deno.test("createApp() has no /admin routes without admin options", async () => {
@@ -481,9 +513,10 @@ Deno.test("createApp() answers 503 database_unavailable with Retry-After, not 50
     }),
     listUsers: () => Promise.reject(connectionRefused()),
     onUnexpectedError: (error) => reported.push(error),
+    admin: ADMIN,
   });
   for (const path of [`/users/${ID}`, "/users"]) {
-    const res = await app.request(path);
+    const res = await app.request(path, AS_ADMIN);
     assert.equal(res.status, 503, path);
     assert.equal(res.headers.get("Retry-After"), "1", path);
     assertError(await res.json(), /database is unavailable/, "database_unavailable");

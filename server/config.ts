@@ -63,6 +63,22 @@ export const serverVars = {
     /^[\x21-\x7e]+$/,
     "must be printable ASCII without spaces (it travels in a header)",
   ).default(""),
+  /**
+   * A file naming each client and its key, `<name> <key>` a line (`client_keys.ts`): with it,
+   * `POST /users`, `POST /users/batch` and `GET /users/:id` need `Authorization: Bearer <key>`.
+   * Empty: no keys, anyone may call them. `main.ts` reads it once at start.
+   */
+  CLIENT_KEYS_FILE: z.string().default(""),
+  /**
+   * Users a second each client may send, over every replica together (`rate_limit.ts`): a
+   * client is its key's name, or without keys its address. 0: no limit.
+   */
+  RATE_LIMIT_USERS_PER_SECOND: intVar(0, 1_000_000).default(0),
+  /**
+   * Most users a client may send at once (an idle client's allowance). At least
+   * BATCH_MAX_ITEMS, so that every batch the API takes can fit.
+   */
+  RATE_LIMIT_BURST: intVar(1, 100_000_000).default(1_000),
 };
 
 /** The API's parsed configuration. */
@@ -79,6 +95,13 @@ export function loadServerConfig(env: Env) {
     throw new TypeError(
       `Cannot start server: REDIS_WAIT_TIMEOUT_MS must be at most half of REDIS_TIMEOUT_MS ` +
         `(${waitBound}): current value is "${env.REDIS_WAIT_TIMEOUT_MS}"`,
+    );
+  }
+  if (config.RATE_LIMIT_USERS_PER_SECOND > 0 && config.RATE_LIMIT_BURST < config.BATCH_MAX_ITEMS) {
+    throw new TypeError(
+      `Cannot start server: RATE_LIMIT_BURST must be at least BATCH_MAX_ITEMS ` +
+        `(${config.BATCH_MAX_ITEMS}), or a full batch could never fit: current value is ` +
+        `"${env.RATE_LIMIT_BURST ?? ""}"`,
     );
   }
   return config;

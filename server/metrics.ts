@@ -7,8 +7,9 @@
  * {@linkcode ApiMetrics.response} (both wired by `createApp`'s `metrics`).
  *
  * No label takes a value from the client unbounded: the route is the pattern
- * (`/users/:id`, never the id), an unknown method is `other`, and a request
- * no route matched is `unmatched`.
+ * (`/users/:id`, never the id), an unknown method is `other`, a request
+ * no route matched is `unmatched`, and the `client` of `client_users_total` is a name of
+ * CLIENT_KEYS_FILE (never a key, nor an address), or `anonymous` without keys.
  *
  * @module
  */
@@ -23,11 +24,26 @@ import {
   metricsResponse,
 } from "@users-pipeline/runtime/metrics_registry";
 import { ApiError, type ErrorCode } from "./api_error.ts";
+import { ANONYMOUS } from "./client_keys.ts";
 
-/** Why `POST /users` was refused: the queue at its bound, Redis failing, or a bad request (4xx). */
-export type Rejection = "full" | "unavailable" | "unconfirmed" | "invalid";
+/**
+ * Why `POST /users` was refused: the queue at its bound, Redis failing, over the client's rate
+ * (429), or a bad request (any other 4xx).
+ */
+export type Rejection = "full" | "unavailable" | "unconfirmed" | "limited" | "invalid";
 
-const REJECTIONS: readonly Rejection[] = ["full", "unavailable", "unconfirmed", "invalid"];
+const REJECTIONS: readonly Rejection[] = [
+  "full",
+  "unavailable",
+  "unconfirmed",
+  "limited",
+  "invalid",
+];
+
+/** What became of a client's users: queued, refused over its rate (429), or refused otherwise. */
+export type ClientOutcome = "accepted" | "rate_limited" | "refused";
+
+const CLIENT_OUTCOMES: readonly ClientOutcome[] = ["accepted", "rate_limited", "refused"];
 
 const METHODS: ReadonlySet<string> = new Set([
   "GET",
@@ -67,6 +83,8 @@ export interface ApiMetricsOptions {
   readonly replica: string;
   /** Adds the process metrics (`runtime/metrics_registry.ts`). @default true */
   readonly processMetrics?: boolean;
+  /** The clients' names, each counted from 0. @default ["anonymous"] */
+  readonly clients?: readonly string[];
 }
 
 /** The API's metrics, in a registry of their own. */
@@ -77,9 +95,10 @@ export class ApiMetrics {
   readonly #accepted: Counter;
   readonly #rejected: Counter<"reason">;
   readonly #batchRefused: Counter<"reason">;
+  readonly #clientUsers: Counter<"client" | "outcome">;
 
   constructor(options: ApiMetricsOptions) {
-    const { replica, processMetrics = true } = options;
+    const { replica, processMetrics = true, clients = [ANONYMOUS] } = options;
     this.registry = createRegistry({ service: "server", replica, processMetrics });
     const registers = [this.registry];
     const labelNames = ["method", "route", "status"] as const;
@@ -118,20 +137,41 @@ export class ApiMetrics {
       labelNames: ["reason"],
       registers,
     });
+    this.#clientUsers = new Counter({
+      name: `${METRIC_PREFIX}client_users_total`,
+      help: "Users of POST /users and POST /users/batch by client (its name in " +
+        "CLIENT_KEYS_FILE, or anonymous without keys) and outcome: accepted (queued), " +
+        "rate_limited (429) or refused (any other answer). A request refused for its key has " +
+        "no client and counts as a request only.",
+      labelNames: ["client", "outcome"],
+      registers,
+    });
     // Every reason from the start, so a rate() over it is 0 rather than absent.
     for (const reason of REJECTIONS) this.#rejected.inc({ reason }, 0);
     for (const reason of REJECTIONS.slice(0, 3)) this.#batchRefused.inc({ reason }, 0);
+    for (const client of clients) {
+      for (const outcome of CLIENT_OUTCOMES) this.#clientUsers.inc({ client, outcome }, 0);
+    }
+  }
+
+  /** Counts `users` of `client` with their outcome. */
+  countClient(client: string, outcome: ClientOutcome, users: number): void {
+    this.#clientUsers.inc({ client, outcome }, users);
   }
 
   /**
-   * Counts the users of one `POST /users/batch`: `accepted` queued by it (none for a repeat of a
-   * key's batch), and one refusal per code of `refused`, its items answered 503.
+   * Counts the users of one `POST /users/batch` from `client`: `accepted` queued by it (none for
+   * a repeat of a key's batch), and one refusal per code of `refused`, its items answered 503.
    */
-  countBatch(accepted: number, refused: readonly ErrorCode[]): void {
-    if (accepted > 0) this.#accepted.inc(accepted);
+  countBatch(client: string, accepted: number, refused: readonly ErrorCode[]): void {
+    if (accepted > 0) {
+      this.#accepted.inc(accepted);
+      this.countClient(client, "accepted", accepted);
+    }
     for (const code of refused) {
       this.#batchRefused.inc({ reason: rejectionOfCode(code) });
     }
+    if (refused.length > 0) this.countClient(client, "refused", refused.length);
   }
 
   /** Counts and times every request; mount it before the routes. */
@@ -148,11 +188,17 @@ export class ApiMetrics {
     if (method === "POST" && route === "/users") {
       // A repeat of an Idempotency-Key's request accepted no one new, and says so in a header
       // that no other answer has (read from the answer: a request's header costs a call into Deno).
+      const client = c.get("client") as string | undefined;
       if (status === 202) {
-        if (c.res.headers.get(IDEMPOTENT_REPLAYED) === null) this.#accepted.inc();
+        if (c.res.headers.get(IDEMPOTENT_REPLAYED) === null) {
+          this.#accepted.inc();
+          if (client !== undefined) this.countClient(client, "accepted", 1);
+        }
       } else {
         const rejection = rejectionOf(status, c.error);
         if (rejection !== undefined) this.#rejected.inc({ reason: rejection });
+        // A 429 is counted where it is decided (`app.ts`), with its cost; a refused key has no client.
+        if (client !== undefined && status !== 429) this.countClient(client, "refused", 1);
       }
     }
   };
@@ -174,6 +220,7 @@ function routeOf(c: Context): string {
 
 /** Why an answer to `POST /users` is a refusal, or `undefined` if it is none of ours. */
 export function rejectionOf(status: number, error: Error | undefined): Rejection | undefined {
+  if (status === 429) return "limited";
   if (status >= 400 && status < 500) return "invalid";
   if (status !== 503) return undefined;
   if (!(error instanceof ApiError)) return "unavailable";

@@ -2,7 +2,10 @@
  * The OpenAPI 3.1 document of the public routes, which `createApp` serves at
  * `GET /openapi.json`: `POST /users`, `GET /users/{id}`, `GET /users`,
  * `GET /healthz`, `GET /readyz`, `GET /metrics` (when the app has metrics)
- * and `GET /openapi.json` itself, and `POST /users/batch` when the app takes batches.
+ * and `GET /openapi.json` itself, and `POST /users/batch` when the app takes batches. With
+ * client keys, the routes that need one say so (the `clientKey` bearer scheme, their 401s); with
+ * a rate limit, the 429 and the RateLimit headers; `GET /users` exists with the admin token only,
+ * and is documented then, under the `adminToken` scheme.
  *
  * It is generated from the zod schemas the code uses: the body schema
  * `POST /users` validates with (`app.ts` hands it over, so the document
@@ -41,6 +44,12 @@ export interface OpenApiOptions {
   readonly defaultListLimit: number;
   /** Whether the app serves `GET /metrics`. */
   readonly metrics: boolean;
+  /** Whether the app serves `GET /users` (it has an admin token). @default false */
+  readonly listing?: boolean;
+  /** Whether the client routes need a client key. @default false */
+  readonly clientKeys?: boolean;
+  /** The `RateLimit-Policy` of the app's rate limit, when it has one. @default none */
+  readonly rateLimit?: string;
   /** `POST /users/batch`'s bounds, when the app serves it. @default none */
   readonly batch?: { readonly maxItems: number; readonly bodyLimitBytes: number };
 }
@@ -94,6 +103,33 @@ const settleAt = {
   },
 } as const;
 
+const rateLimitHeaders = {
+  "RateLimit-Policy": {
+    description:
+      'draft-ietf-httpapi-ratelimit-headers-10: the policy `"users"`, `q` users at once ' +
+      "(RATE_LIMIT_BURST) and `w` the seconds the rate takes to refill them",
+    schema: { type: "string" },
+  },
+  RateLimit: {
+    description: 'What is left of the policy: `"users";r=<users now>;t=<seconds until whole>`',
+    schema: { type: "string" },
+  },
+} as const;
+const authenticate = {
+  "WWW-Authenticate": {
+    description: 'Bearer realm="…" (RFC 6750), with error="invalid_token" for a wrong key',
+    schema: { type: "string" },
+  },
+} as const;
+
+/** The codes a client route adds when it needs a client key. */
+const KEY_CODES: readonly ErrorCode[] = [
+  "key_in_query",
+  "key_missing",
+  "key_invalid",
+  "authorization_too_large",
+];
+
 function json(description: string, schema: z.ZodType) {
   return { description, content: { "application/json": { schema } } };
 }
@@ -131,6 +167,10 @@ function errors(codes: readonly ErrorCode[], { mayHaveQueued = false, batch = fa
       });
       const meanings = list.map((code) => `\`${code}\`: ${ERROR_CODES[code].description}`);
       const answer = json(meanings.join(" "), schema);
+      if (status === 401) return [status, { ...answer, headers: authenticate }];
+      if (status === 429) {
+        return [status, { ...answer, headers: { ...retryAfter, ...rateLimitHeaders } }];
+      }
       if (status !== 503) return [status, answer];
       return [status, {
         ...answer,
@@ -149,6 +189,25 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
   const spec = new OpenAPIHono();
   const registry = spec.openAPIRegistry;
 
+  // What a client route needs and may answer besides its own: a key, and a rate for pushes.
+  const keyed = options.clientKeys === true;
+  const keyCodes = keyed ? KEY_CODES : [];
+  const security = keyed ? { security: [{ clientKey: [] }] } : {};
+  const limited = options.rateLimit !== undefined;
+  const pushCodes: readonly ErrorCode[] = [
+    ...keyCodes,
+    ...(limited ? ["rate_limited"] as const : []),
+  ];
+  const acceptedHeaders = limited ? rateLimitHeaders : {};
+  if (keyed) {
+    registry.registerComponent("securitySchemes", "clientKey", {
+      type: "http",
+      scheme: "bearer",
+      description: "A client's key from CLIENT_KEYS_FILE, in `Authorization: Bearer <key>` " +
+        "(never in the query string: 400 `key_in_query`); the header at most 1024 bytes.",
+    });
+  }
+
   const bodyContent = Object.fromEntries(
     [...options.contentTypes].map((type) => [type, { schema: userBody }]),
   );
@@ -157,6 +216,7 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
     path: "/users",
     operationId: "createUser",
     summary: "Accept a user; it is stored asynchronously",
+    ...security,
     request: {
       headers: z.object({
         "Idempotency-Key": z.string().regex(/^[\x21-\x7e]{1,255}$/).optional().describe(
@@ -187,9 +247,11 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
               "same Idempotency-Key (nothing was queued again)",
             schema: { type: "string" },
           },
+          ...acceptedHeaders,
         },
       },
       ...errors([
+        ...pushCodes,
         "invalid_utf8",
         "invalid_json",
         "invalid_body",
@@ -213,6 +275,7 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
       path: "/users/batch",
       operationId: "createUsers",
       summary: "Accept many users in one request, with a result per user",
+      ...security,
       request: {
         headers: z.object({
           "Idempotency-Key": z.string().regex(/^[\x21-\x7e]{1,255}$/).optional().describe(
@@ -237,7 +300,10 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
         },
       },
       responses: {
-        202: json("Accepted: every user is durably queued", batchAccepted),
+        202: {
+          ...json("Accepted: every user is durably queued", batchAccepted),
+          headers: acceptedHeaders,
+        },
         207: {
           ...json(
             "Partly accepted: the users of some shards were refused, all or none per shard",
@@ -246,6 +312,7 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
           headers: retryAfter,
         },
         ...errors([
+          ...pushCodes,
           "invalid_utf8",
           "invalid_json",
           "invalid_batch",
@@ -270,26 +337,41 @@ export function openApiDocument(options: OpenApiOptions): OpenApiDocument {
     path: "/users/{id}",
     operationId: "getUserStatus",
     summary: "Whether a user is stored, still queued or dead-lettered",
+    ...security,
     request: { params: z.object({ id: z.uuid().describe("the id `POST /users` answered") }) },
     responses: {
       200: json("The user's status", userStatus),
-      ...errors(["invalid_id", "user_not_found", "queue_unavailable", "database_unavailable"]),
+      ...errors([
+        ...keyCodes,
+        "invalid_id",
+        "user_not_found",
+        "queue_unavailable",
+        "database_unavailable",
+      ]),
     },
   });
 
-  registry.registerPath({
-    method: "get",
-    path: "/users",
-    operationId: "listUsers",
-    summary: "The newest stored users",
-    request: {
-      query: z.object({ limit: z.int().min(1).max(maxListLimit).default(defaultListLimit) }),
-    },
-    responses: {
-      200: json("The newest stored users, newest first", userList),
-      ...errors(["invalid_query", "database_unavailable"]),
-    },
-  });
+  if (options.listing === true) {
+    registry.registerComponent("securitySchemes", "adminToken", {
+      type: "http",
+      scheme: "bearer",
+      description: "The operator's ADMIN_TOKEN, in `Authorization: Bearer <token>`.",
+    });
+    registry.registerPath({
+      method: "get",
+      path: "/users",
+      operationId: "listUsers",
+      summary: "The newest stored users (the operator's: it needs the admin token)",
+      security: [{ adminToken: [] }],
+      request: {
+        query: z.object({ limit: z.int().min(1).max(maxListLimit).default(defaultListLimit) }),
+      },
+      responses: {
+        200: json("The newest stored users, newest first", userList),
+        ...errors(["unauthorized", "invalid_query", "database_unavailable"]),
+      },
+    });
+  }
 
   registry.registerPath({
     method: "get",

@@ -7,7 +7,7 @@ import { ApiMetrics } from "./metrics.ts";
 const ID = "01934d5e-7b7c-7a1e-9c3f-1a2b3c4d5e6f";
 const ADA = { id: ID, name: "Ada", enqueued_at: new Date(0), stored_at: new Date(1) };
 
-/** An app over fakes; `full` adds the metrics and the admin routes, which add routes. */
+/** An app over fakes; `full` adds the metrics, the admin routes, client keys and a rate limit. */
 function fakeApp(full: boolean): Hono {
   return createApp({
     accept: () => Promise.resolve(),
@@ -29,6 +29,17 @@ function fakeApp(full: boolean): Hono {
             purge: () => Promise.resolve(0),
           },
           overview: () => Promise.reject(new Error("not read by these tests")),
+        },
+        clientKeys: [{ name: "ada", key: "a-client-key-of-at-least-32-characters" }],
+        rateLimit: {
+          policy: '"users";q=1000;w=10',
+          take: () =>
+            Promise.resolve({
+              allowed: true,
+              remaining: 999,
+              resetSeconds: 1,
+              retryAfterSeconds: 0,
+            }),
         },
       }
       : {}),
@@ -197,7 +208,12 @@ Deno.test("/openapi.json leaves out the admin routes and the dashboard even when
   const doc = await documentOf(app);
   assert.ok([...registered(app)].some(isAdmin), "the admin routes are mounted");
   assert.deepEqual([...documented(doc)].filter(isAdmin), []);
-  assert.equal(doc.components?.securitySchemes, undefined);
+  // The schemes of the documented routes only: the client keys', and the admin token of GET /users.
+  assert.deepEqual(Object.keys(doc.components?.securitySchemes ?? {}).sort(), [
+    "adminToken",
+    "clientKey",
+  ]);
+  assert.equal((await documentOf(fakeApp(false))).components?.securitySchemes, undefined);
 });
 
 Deno.test("/openapi.json describes POST /users' body with the schema the route validates with", async () => {
@@ -250,11 +266,17 @@ Deno.test("/openapi.json gives each error answer the codes it carries, each unde
           documentedCodes.add(String(code));
         }
         if (status === "503") assert.ok(response.headers?.["Retry-After"], where);
+        if (status === "401") assert.ok(response.headers?.["WWW-Authenticate"], where);
+        if (status === "429") {
+          for (const header of ["Retry-After", "RateLimit-Policy", "RateLimit"]) {
+            assert.ok(response.headers?.[header], `${where} ${header}`);
+          }
+        }
       }
     }
   }
   // The codes no public route gives: the admin routes' and those of a path or method with none.
-  const notPublic = ["unauthorized", "invalid_filter", "not_found", "method_not_allowed"];
+  const notPublic = ["invalid_filter", "not_found", "method_not_allowed"];
   assert.deepEqual(
     [...documentedCodes].sort(),
     Object.keys(ERROR_CODES).filter((code) => !notPublic.includes(code)).sort(),
