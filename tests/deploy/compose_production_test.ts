@@ -161,7 +161,7 @@ globalThis.addEventListener("unload", () => {
 
 Deno.test({
   name:
-    "docs/production.md's commands make the secrets, start the stack and queue a user with a key over HTTPS",
+    "docs/production.md's commands make the secrets, start the stack and queue a user with a key over HTTPS; without a key, 401",
   ...options,
   async fn() {
     await startOnce();
@@ -279,8 +279,7 @@ Deno.test({
 });
 
 Deno.test({
-  name:
-    "Redis answers nothing without its password, and PostgreSQL refuses compose.yaml's default one",
+  name: "Redis answers nothing without its password, from inside the network",
   ...options,
   async fn() {
     await startOnce();
