@@ -377,6 +377,20 @@ Deno.test(
   },
 );
 
+Deno.test("Traefik's entry point under Swarm holds a client to the bounds it has under compose", async () => {
+  const [compose, swarm] = await Promise.all(
+    ["traefik.yml", "traefik-swarm.yml"].map(async (file) =>
+      (parseYaml(await Deno.readTextFile(join(ROOT, "traefik", file))) as {
+        entryPoints: { web: Record<string, unknown> };
+      }).entryPoints.web
+    ),
+  );
+  for (const part of ["transport", "http"]) {
+    assert.ok(compose![part], `traefik.yml: entryPoints.web.${part}`);
+    assert.deepEqual(swarm![part], compose![part], `traefik-swarm.yml: entryPoints.web.${part}`);
+  }
+});
+
 Deno.test("the server labels make Traefik's service `server` on port 8000, checked on /readyz", async () => {
   const labels = (await service("server")).labels ?? {};
   assert.equal(labels["traefik.enable"], "true");
