@@ -11,7 +11,7 @@
  * then `schema_up_to_date` or `migration_failed`. `./stack` runs it before
  * the replicas start, so a broken migration stops the stack at once.
  *
- * Reads env: PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
+ * Reads env: PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE, PGSSLROOTCERT.
  *
  * @module
  */

@@ -21,7 +21,7 @@ import { RedisCluster } from "@users-pipeline/harness/redis_cluster";
 import { makeTestCa } from "@users-pipeline/harness/test_ca";
 import { TaskProcess } from "@users-pipeline/harness/processes";
 import { freePort } from "@users-pipeline/harness/ports";
-import { migrate, serviceDirRoot, startPostgres } from "@users-pipeline/harness/services";
+import { migrate, startPostgres } from "@users-pipeline/harness/services";
 import { waitFor, waitForHttp } from "@users-pipeline/harness/wait";
 import { connectPostgres } from "../support/postgres_client.ts";
 
@@ -130,7 +130,7 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
 }, async (t) => {
-  const dir = await Deno.makeTempDir({ prefix: "cluster-tls-", dir: serviceDirRoot() });
+  const dir = await Deno.makeTempDir({ prefix: "cluster-tls-" });
   try {
     const ca = await makeTestCa(dir);
     await using cluster = await RedisCluster.start({ password: PASSWORD, tls: ca });
@@ -188,9 +188,7 @@ Deno.test({
         ...base,
         QUEUE_SHARDS: "6",
         QUEUE_NAME: `tls${Deno.pid}`,
-        // The services' permissions read no file of ours: the runtime's trust store takes the CA
-        // (REDIS_TLS_CA_FILE is held to its job above, in this process).
-        DENO_CERT: ca.caFile,
+        REDIS_TLS_CA_FILE: ca.caFile,
       };
       const port = freePort();
       await using server = new TaskProcess("server", { ...env, PORT: String(port) });

@@ -28,13 +28,7 @@ import { insertUsers, migrate as migrateSchema } from "@users-pipeline/schema";
 import { serverUser } from "@users-pipeline/harness/postgres_server";
 import { TaskProcess } from "@users-pipeline/harness/processes";
 import { freePort } from "@users-pipeline/harness/ports";
-import {
-  migrate,
-  REPO_DIR,
-  serviceDirRoot,
-  startPostgres,
-  startRedis,
-} from "@users-pipeline/harness/services";
+import { migrate, REPO_DIR, startPostgres, startRedis } from "@users-pipeline/harness/services";
 import { makeTestCa, type TestCa } from "@users-pipeline/harness/test_ca";
 import { waitFor, waitForHttp } from "@users-pipeline/harness/wait";
 
@@ -42,7 +36,7 @@ const REDIS_PASSWORD = "tls-test-password";
 
 /** A dir the servers' users can read, with the test's certificates in it. */
 async function certificates(): Promise<{ dir: string; ca: TestCa }> {
-  const dir = await Deno.makeTempDir({ prefix: "store-tls-", dir: serviceDirRoot() });
+  const dir = await Deno.makeTempDir({ prefix: "store-tls-" });
   await Deno.chmod(dir, 0o755);
   const ca = await makeTestCa(dir, { names: ["DNS:localhost"] });
   for (const file of [ca.caFile, ca.certFile, ca.otherCaFile]) await Deno.chmod(file, 0o644);
@@ -249,13 +243,13 @@ Deno.test({
         await migrate({ ...pg.env, PGSSLMODE: "require" });
         const env = {
           ...pg.env,
-          PGSSLMODE: "require",
+          // The certificate names localhost, not PGHOST's 127.0.0.1: the chain is checked.
+          PGSSLMODE: "verify-ca",
+          PGSSLROOTCERT: ca.caFile,
           REDIS_URL: url,
           REDIS_PASSWORD,
+          REDIS_TLS_CA_FILE: ca.caFile,
           QUEUE_NAME: "tls",
-          // The runtime's trust store takes the test's CA, since the services' permissions read no
-          // file of ours (REDIS_TLS_CA_FILE is verified above, in this process).
-          DENO_CERT: ca.caFile,
         };
         const apiPort = freePort();
         await using api = new TaskProcess("server", { ...env, PORT: String(apiPort) });
