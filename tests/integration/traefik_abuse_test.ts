@@ -16,6 +16,7 @@ import { Redis } from "ioredis";
 import { parse as parseYaml } from "yaml";
 import { queueKeys } from "@users-pipeline/queue";
 import { REPO_DIR, startTestStack, withStackOutput } from "@users-pipeline/harness/services";
+import { holdLoadTurnForFile } from "@users-pipeline/harness/load_turn";
 
 type Yaml = Record<string, unknown>;
 
@@ -147,6 +148,9 @@ function withoutProductionChanges(config: Yaml): Yaml {
   delete copy.providers.file.directory;
   return copy;
 }
+
+// A flood of connections, timed against a baseline: one at a time on the machine (load_turn.ts).
+holdLoadTurnForFile("tests/integration/traefik_abuse_test.ts");
 
 Deno.test("traefik.yml's entry point web holds the bounds docs/production.md gives", () => {
   assert.deepEqual(web.transport.respondingTimeouts, { readTimeout: "10s", idleTimeout: "180s" });
