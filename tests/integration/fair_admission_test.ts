@@ -22,6 +22,7 @@ import { TaskProcess } from "@users-pipeline/harness/processes";
 import { holdLoadTurnForFile } from "@users-pipeline/harness/load_turn";
 import { startTestStack, withStackOutput } from "@users-pipeline/harness/services";
 import { delay, waitFor, waitForHttp } from "@users-pipeline/harness/wait";
+import { ohaArgs } from "@users-pipeline/bench/oha";
 import { connectPostgres } from "../support/postgres_client.ts";
 
 // A load test: one at a time on the machine (load_turn.ts).
@@ -70,38 +71,15 @@ interface Run {
 }
 
 /**
- * POSTs `body` to `url` with `key` for `seconds`, on `connections` connections, closed loop or at
- * `rate` requests a second (latency-corrected).
+ * POSTs the file `bodyPath` to `url` with `key` for `seconds`, on `connections` connections, closed
+ * loop or at `rate` requests a second (latency-corrected), as the benchmark runs oha.
  */
 async function oha(
   url: string,
-  options: { key: string; body: string; seconds: number; connections: number; rate?: number },
+  options: { key: string; bodyPath: string; seconds: number; connections: number; rate?: number },
 ): Promise<Run> {
-  const { key, body, seconds, connections, rate } = options;
   const output = await new Deno.Command("oha", {
-    args: [
-      "--no-tui",
-      "--output-format",
-      "json",
-      "-z",
-      `${seconds}s`,
-      "-c",
-      String(connections),
-      // A request in flight at the end may have been accepted: it is awaited and counted.
-      "--wait-ongoing-requests-after-deadline",
-      ...(rate === undefined ? [] : ["-q", String(rate), "--latency-correction"]),
-      "-t",
-      "10s",
-      "-m",
-      "POST",
-      "-T",
-      "application/json",
-      "-H",
-      `Authorization: Bearer ${key}`,
-      "-d",
-      body,
-      url,
-    ],
+    args: ohaArgs(url, { ...options, headers: [`Authorization: Bearer ${options.key}`] }),
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -121,6 +99,11 @@ const batchBody = (prefix: string) =>
 
 Deno.test("a noisy client at twice the stack's capacity is refused 429 while a quiet one at 5% keeps every 202 and its p99", async () => {
   const dir = await Deno.makeTempDir({ prefix: "fair-keys-" });
+  /** A file holding `body`, for oha to send. */
+  const bodyFile = async (name: string, body: string) => {
+    await Deno.writeTextFile(`${dir}/${name}.json`, body);
+    return `${dir}/${name}.json`;
+  };
   const keysFile = `${dir}/client_keys`;
   await Deno.writeTextFile(
     keysFile,
@@ -144,7 +127,7 @@ Deno.test("a noisy client at twice the stack's capacity is refused 429 while a q
       const before = await rows();
       const capacity = await oha(`${stack.url}/users/batch`, {
         key: KEYS.probe,
-        body: batchBody("probe"),
+        bodyPath: await bodyFile("probe", batchBody("probe")),
         seconds: 3,
         connections: 4,
       });
@@ -179,7 +162,10 @@ Deno.test("a noisy client at twice the stack's capacity is refused 429 while a q
 
       const quiet = {
         key: KEYS.quiet,
-        body: JSON.stringify(Array.from({ length: QUIET_BATCH }, () => ({ name: "Quiet" }))),
+        bodyPath: await bodyFile(
+          "quiet",
+          JSON.stringify(Array.from({ length: QUIET_BATCH }, () => ({ name: "Quiet" }))),
+        ),
         seconds: 5,
         // Enough that a slow answer never leaves a due request waiting for a connection of oha's.
         connections: 32,
@@ -191,7 +177,7 @@ Deno.test("a noisy client at twice the stack's capacity is refused 429 while a q
       // The normal load: the quiet client beside one sending its whole rate, in lumps of BATCH.
       const steady = {
         key: KEYS.steady,
-        body: batchBody("steady"),
+        bodyPath: await bodyFile("steady", batchBody("steady")),
         seconds: quiet.seconds,
         connections: 4,
         // Whole requests a second, within the rate (and its burst above it).
@@ -214,7 +200,7 @@ Deno.test("a noisy client at twice the stack's capacity is refused 429 while a q
         oha(`${stack.url}/users/batch`, quiet),
         oha(`${stack.url}/users/batch`, {
           key: KEYS.noisy,
-          body: batchBody("noisy"),
+          bodyPath: await bodyFile("noisy", batchBody("noisy")),
           seconds: quiet.seconds,
           connections: 16,
           rate: noisyRate,

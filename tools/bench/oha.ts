@@ -105,6 +105,8 @@ export interface OhaOptions {
   dbPath?: string;
   /** Send this file as every request's body instead of {@linkcode POST_BODY}. @default none */
   bodyPath?: string;
+  /** More request headers, each `Name: value`. @default none */
+  headers?: readonly string[];
 }
 
 /** The body every request sends: the course's curl's. */
@@ -112,7 +114,7 @@ export const POST_BODY = '{"name": "Queueing"}';
 
 /** oha's arguments for a run of `POST <url>` (exported for the test). */
 export function ohaArgs(url: string, options: OhaOptions): string[] {
-  const { seconds, rate, connections = 64, dbPath, bodyPath } = options;
+  const { seconds, rate, connections = 64, dbPath, bodyPath, headers = [] } = options;
   return [
     "--no-tui",
     "--output-format",
@@ -132,6 +134,7 @@ export function ohaArgs(url: string, options: OhaOptions): string[] {
     "POST",
     "-T",
     "application/json",
+    ...headers.flatMap((header) => ["-H", header]),
     ...(bodyPath === undefined ? ["-d", POST_BODY] : ["-D", bodyPath]),
     url,
   ];
