@@ -12,7 +12,13 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { connectPostgres } from "../support/postgres_client.ts";
 import { v7 as uuidv7 } from "uuid";
-import { encodeEnvelope, queueKeys, ShardedQueue, type UserEnvelope } from "@users-pipeline/queue";
+import {
+  DeadLetters,
+  encodeEnvelope,
+  queueKeys,
+  ShardedQueue,
+  type UserEnvelope,
+} from "@users-pipeline/queue";
 import { depthOf, enqueueAll } from "@users-pipeline/harness/queue_fill";
 import { apiRedisOptions } from "@users-pipeline/runtime/redis_options";
 import { findUser, insertUsers, listUsers } from "@users-pipeline/schema";
@@ -143,6 +149,8 @@ Deno.test("GET /users/<id> answers 503 with Retry-After and the store's code whi
   redis.on("error", () => {});
   const queue = new ShardedQueue(redis, { keys: [queueKeys("outage")] });
   const unexpected: unknown[] = [];
+  // The listing answers the admin token only (docs/api.md, "Who can read what").
+  const token = crypto.randomUUID();
   const app = createApp({
     accept: () => Promise.reject(new Error("this test posts nobody")),
     userStatus: userStatusReader({
@@ -150,10 +158,15 @@ Deno.test("GET /users/<id> answers 503 with Retry-After and the store's code whi
       findUser: (id) => findUser(sql, id),
     }),
     listUsers: (limit) => listUsers(sql, limit),
+    admin: {
+      token,
+      deadLetters: new DeadLetters(redis, [queueKeys("outage")]),
+      overview: () => Promise.reject(new Error("this test reads no overview")),
+    },
     onUnexpectedError: (error) => unexpected.push(error),
   });
   const answer = async (path: string) => {
-    const res = await app.request(path);
+    const res = await app.request(path, { headers: { Authorization: `Bearer ${token}` } });
     const body = await res.json();
     return { status: res.status, retryAfter: res.headers.get("Retry-After"), code: body.code };
   };
