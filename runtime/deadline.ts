@@ -62,7 +62,7 @@ const NEVER: Timeout = { signal: new AbortController().signal, [Symbol.dispose]:
 
 /**
  * `AbortSignal.timeout(ms)` on `options.clock`, with a timer that is
- * cancelled when disposed (`using`), aborting one turn after `ms` passed.
+ * cancelled when disposed (`using`), aborting two turns after `ms` passed.
  * `Infinity` never aborts and holds no timer.
  *
  * Why not `AbortSignal.timeout` itself: its timer cannot be cancelled, so
@@ -70,12 +70,15 @@ const NEVER: Timeout = { signal: new AbortController().signal, [Symbol.dispose]:
  * over (holding the process up at its exit, failing the tests' sanitizer);
  * it runs on real time only; and it aborts as soon as it fires.
  *
- * Why one turn late: when the process itself was stalled (CPU starvation, a
+ * Why two turns late: when the process itself was stalled (CPU starvation, a
  * long GC) past the bound, the expired timer runs before the I/O that arrived
  * meanwhile, and a reply already waiting in the socket would lose to it: the
  * API would answer 503 for a push Redis had done. Deferred by a timer of
- * 0 ms, the waiting reply is taken first
- * (tests/integration/deadline_stall_test.ts stalls the process past the bound).
+ * 0 ms, the waiting reply is taken first; but on a machine whose CPU is taken
+ * by other processes, that timer can come due while the expired one still
+ * runs, and Deno then runs both before it reads the socket. A second timer of
+ * 0 ms lets the read in (tests/integration/deadline_stall_test.ts stalls the
+ * process past the bound).
  */
 export function timeoutSignal(ms: number, options: TimeoutOptions = {}): Timeout {
   if (ms === Infinity) return NEVER;
@@ -85,7 +88,9 @@ export function timeoutSignal(ms: number, options: TimeoutOptions = {}): Timeout
   } = options;
   const expiry = new AbortController();
   let cancel = after({ clock, ms }, () => {
-    cancel = after({ clock, ms: 0 }, () => expiry.abort(reason()));
+    cancel = after({ clock, ms: 0 }, () => {
+      cancel = after({ clock, ms: 0 }, () => expiry.abort(reason()));
+    });
   });
   return { signal: expiry.signal, [Symbol.dispose]: () => cancel() };
 }
@@ -123,7 +128,7 @@ export interface DeadlineOptions {
 
 /**
  * Settles like `work`, or rejects with a {@linkcode DeadlineError} saying
- * `Cannot <what>: no answer within <ms> ms` once `ms` passed first (one turn
+ * `Cannot <what>: no answer within <ms> ms` once `ms` passed first (two turns
  * late, see {@linkcode timeoutSignal}). A later rejection of `work` is
  * handled (ignored). `Infinity` waits as long as `work`.
  */
@@ -235,9 +240,9 @@ export class SharedDeadline {
       if (!list[i]!.settled) expired.push(list[i]!);
     }
     if (expired.length > 0) {
-      // One more turn before giving up (see timeoutSignal): a reply already
+      // Two more turns before giving up (see timeoutSignal): a reply already
       // waiting in a socket settles its wait first.
-      void this.#clock.sleep(0).then(() => {
+      void this.#clock.sleep(0).then(() => this.#clock.sleep(0)).then(() => {
         const error = noAnswer(this.#what, this.#ms);
         for (const waiting of expired) {
           if (!waiting.settled) {

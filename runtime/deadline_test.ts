@@ -126,7 +126,7 @@ Deno.test("timeoutSignal() holds no timer once disposed, and none at all for Inf
   assert.equal(real.signal.aborted, false);
 });
 
-Deno.test("timeoutSignal() aborts one turn after its time, so what settles in that turn wins", async () => {
+Deno.test("timeoutSignal() aborts two turns after its time, so what settles meanwhile wins", async () => {
   const clock = new ManualClock();
   const bound = timeoutSignal(100, { clock });
   const reply = Promise.withResolvers<string>();
