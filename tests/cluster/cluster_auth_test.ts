@@ -29,6 +29,33 @@ const PASSWORD = "cluster-test-password";
 /** The API's REDIS_TIMEOUT_MS here, project.env's. */
 const REDIS_TIMEOUT_MS = 1_000;
 
+/** `POST /users` of `name` to the API at `url`: its status, body and time. */
+async function post(url: string, name: string) {
+  const started = performance.now();
+  const res = await fetch(`${url}/users`, { method: "POST", body: JSON.stringify({ name }) });
+  return { status: res.status, body: await res.json(), ms: performance.now() - started };
+}
+
+/** Posts `count` users named `prefix i` to `url`, each answered 202, and waits until all are rows. */
+async function postAllStored(
+  url: string,
+  sql: ReturnType<typeof connectPostgres>,
+  prefix: string,
+  count: number,
+): Promise<void> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const { status, body } = await post(url, `${prefix} ${i}`);
+    assert.equal(status, 202, JSON.stringify(body));
+    ids.push(body.id);
+  }
+  await waitFor("the users to be stored", async () => {
+    const [row] = await sql<{ n: number }[]>`
+      select count(*)::int as n from users where id = any(${ids}::uuid[])`;
+    return row?.n === ids.length;
+  }, { timeoutMs: 30_000 });
+}
+
 Deno.test({
   name: "a Redis Cluster with a password: REDIS_PASSWORD reaches every node, 202 then stored; " +
     "without it or with a wrong one, 503 queue_unavailable naming the cause",
@@ -54,12 +81,6 @@ Deno.test({
     const process = new TaskProcess("server", { ...env, ...extra, PORT: String(port) });
     return { process, url: `http://127.0.0.1:${port}` };
   };
-  const post = async (url: string, name: string) => {
-    const started = performance.now();
-    const res = await fetch(`${url}/users`, { method: "POST", body: JSON.stringify({ name }) });
-    return { status: res.status, body: await res.json(), ms: performance.now() - started };
-  };
-
   try {
     await t.step("with REDIS_PASSWORD: every user posted is stored", async () => {
       const server = api({ REDIS_PASSWORD: PASSWORD });
@@ -71,17 +92,7 @@ Deno.test({
       });
       try {
         await waitForHttp(`${server.url}/readyz`, { timeoutMs: 30_000 });
-        const ids: string[] = [];
-        for (let i = 0; i < 30; i++) {
-          const { status, body } = await post(server.url, `cluster auth ${i}`);
-          assert.equal(status, 202, JSON.stringify(body));
-          ids.push(body.id);
-        }
-        await waitFor("the users to be stored", async () => {
-          const [row] = await sql<{ n: number }[]>`
-            select count(*)::int as n from users where id = any(${ids}::uuid[])`;
-          return row?.n === ids.length;
-        }, { timeoutMs: 30_000 });
+        await postAllStored(server.url, sql, "cluster auth", 30);
       } catch (error) {
         console.error([...server.process.output, ...consumer.output].join("\n"));
         throw error;
@@ -195,21 +206,7 @@ Deno.test({
       await using consumer = new TaskProcess("consumer", { ...env, PORT: String(freePort()) });
       try {
         await waitForHttp(`http://127.0.0.1:${port}/readyz`, { timeoutMs: 30_000 });
-        const ids: string[] = [];
-        for (let i = 0; i < 12; i++) {
-          const res = await fetch(`http://127.0.0.1:${port}/users`, {
-            method: "POST",
-            body: JSON.stringify({ name: `cluster tls ${i}` }),
-          });
-          const body = await res.json();
-          assert.equal(res.status, 202, JSON.stringify(body));
-          ids.push(body.id);
-        }
-        await waitFor("the users to be stored", async () => {
-          const [row] = await sql<{ n: number }[]>`
-            select count(*)::int as n from users where id = any(${ids}::uuid[])`;
-          return row?.n === ids.length;
-        }, { timeoutMs: 30_000 });
+        await postAllStored(`http://127.0.0.1:${port}`, sql, "cluster tls", 12);
       } catch (error) {
         console.error([...server.output, ...consumer.output].join("\n"));
         throw error;
